@@ -1,0 +1,135 @@
+// The backend interface: where a namespace's blocks live.
+//
+// A Backend is one per namespace and is shared by every reactor (its methods are const and
+// thread-safe). Each reactor opens its own Queue on it: the queue owns an io_uring (or nothing, for
+// ram/null), its registered buffers and its in-flight requests, and is used by that thread only.
+// Submitting never blocks and never allocates; completions are reaped in batches.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "protocol/result.h"
+#include "protocol/status.h"
+
+namespace rdmablk::backend {
+
+using protocol::Status;
+
+enum class Op : uint8_t { read, write, flush, write_zeroes, deallocate };
+
+const char* op_name(Op op) noexcept;
+
+struct Capabilities {
+  bool flush = false;                 // Flush reaches stable storage (fdatasync)
+  bool fua = false;                   // per-write Force Unit Access (RWF_DSYNC)
+  bool write_zeroes = false;          // efficient zeroing (fallocate ZERO_RANGE)
+  bool deallocate = false;            // discard / hole punch
+  bool volatile_write_cache = false;  // completes writes before they are durable (buffered I/O, ram)
+  bool read_only = false;
+};
+
+struct Geometry {
+  uint32_t block_size = 512;  // logical block size in bytes, a power of two in [512, 65536]
+  uint64_t num_blocks = 0;    // namespace size in logical blocks
+  // Alignment that Request.buf must have (O_DIRECT: the file system's / device's DMA alignment);
+  // 1 = any. Page-aligned buffers always satisfy it.
+  uint32_t buf_alignment = 1;
+  Capabilities caps;
+};
+
+// One I/O request. The caller owns it; the queue copies what it needs at submit time.
+struct Request {
+  Op op = Op::read;
+  uint64_t slba = 0;   // first logical block
+  uint32_t nlb = 0;    // number of logical blocks (1-based; flush ignores the range)
+  void* buf = nullptr;  // read/write data, nlb * block_size bytes
+  int buf_index = -1;   // index of a buffer registered with the queue that contains buf, or -1
+  bool fua = false;     // write: durable before completion
+  uint64_t user_data = 0;  // returned in the completion (the caller's request tag)
+};
+
+struct Completion {
+  uint64_t user_data = 0;
+  Status status;
+};
+
+struct QueueOptions {
+  unsigned depth = 128;           // maximum requests in flight on this queue
+  std::span<const iovec> buffers;  // buffers to register (io_uring fixed buffers); may be empty
+};
+
+// submit()'s answer when depth requests are already in flight.
+inline constexpr Status queue_full = protocol::status::internal_error;
+
+class Queue {
+ public:
+  virtual ~Queue() = default;
+  Queue() = default;
+  Queue(const Queue&) = delete;
+  Queue& operator=(const Queue&) = delete;
+
+  // Queue a request. A request that can never succeed (range outside the namespace, a write to a
+  // read-only namespace, an unsupported op) is refused here with its NVMe status and produces no
+  // completion; a full queue returns `queue_full` (Internal Error without DNR: transient, the caller
+  // reaps and retries; submit never returns it for any other reason).
+  // Queued requests reach the kernel at the next flush() or reap().
+  virtual Status submit(const Request& req) noexcept = 0;
+  // Push queued requests to the kernel. Returns the number pushed (or -errno).
+  virtual int flush() noexcept = 0;
+  // Reap up to out.size() completions, waiting for at least min_complete of them. Pushes queued
+  // requests first. Returns the number written to out.
+  virtual unsigned reap(std::span<Completion> out, unsigned min_complete = 0) noexcept = 0;
+  // Requests submitted and not yet reaped.
+  virtual unsigned in_flight() const noexcept = 0;
+  // A file descriptor that becomes readable when completions are ready (for the reactor's poll),
+  // or -1 when completions are ready at once after submit (ram, null).
+  virtual int event_fd() const noexcept = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  Backend() = default;
+  Backend(const Backend&) = delete;
+  Backend& operator=(const Backend&) = delete;
+
+  virtual const Geometry& geometry() const noexcept = 0;
+  virtual std::string describe() const = 0;  // "file /var/lib/x.img (O_DIRECT)", "ram 1 GiB", ...
+  virtual Result<std::unique_ptr<Queue>> open_queue(const QueueOptions& opts) const = 0;
+};
+
+// --- construction ---------------------------------------------------------------------------------
+
+struct FileOptions {
+  std::string path;
+  uint64_t size = 0;        // bytes; 0 = use the existing file or device size. A missing file is
+                            // created sparse when size > 0.
+  uint32_t block_size = 0;  // 0 = the device's logical block size, or 512 for a regular file
+  bool direct = true;       // O_DIRECT where alignment allows; false = buffered (volatile cache)
+  bool read_only = false;
+};
+Result<std::unique_ptr<Backend>> open_file_backend(const FileOptions& opts);
+
+struct MemoryOptions {
+  uint64_t size = 0;         // bytes, a multiple of block_size
+  uint32_t block_size = 512;
+  bool read_only = false;
+};
+// Blocks in memory: tests and the quick start.
+Result<std::unique_ptr<Backend>> make_ram_backend(const MemoryOptions& opts);
+// Completes every request at once without touching data: for measuring the network path.
+Result<std::unique_ptr<Backend>> make_null_backend(const MemoryOptions& opts);
+
+// The one errno -> NVMe status mapper (a negative errno, as io_uring reports it, is accepted too).
+// The table is in backend/errno_status.cpp. The second form knows the operation and reports media
+// errors (EIO, ENODATA, EBADMSG, EUCLEAN, EILSEQ) as Unrecovered Read Error for reads and Write
+// Fault for writes/write zeroes/flush; the first reports them as Internal Error (like nvmet).
+Status status_from_errno(int err) noexcept;
+Status status_from_errno(int err, Op op) noexcept;
+
+}  // namespace rdmablk::backend

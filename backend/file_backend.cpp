@@ -1,0 +1,728 @@
+// The `file` backend: a regular file or a block device, driven through io_uring.
+//
+// Per queue: one io_uring sized to the queue depth, the file registered as fixed file 0, the caller's
+// buffers registered as fixed buffers, and a preallocated slot array indexed by a free list
+// (user_data = slot index). Nothing is allocated per I/O.
+//
+// Choices (documented here because they are behaviour the target relies on):
+// - O_DIRECT by default when the file system supports it and the block size is a multiple of its
+//   direct-I/O offset alignment (statx STATX_DIOALIGN, or the device's logical block size); otherwise
+//   buffered, with a warning. Files always report a volatile write cache: even with O_DIRECT, the
+//   block allocation of a sparse file is not durable before fdatasync. Block devices report it
+//   unless sysfs says "write through".
+// - FUA = RWF_DSYNC on that write (for O_DIRECT files too: the kernel turns it into REQ_FUA or a flush).
+// - Flush = IORING_OP_FSYNC with IORING_FSYNC_DATASYNC.
+// - Write Zeroes = IORING_OP_FALLOCATE FALLOC_FL_ZERO_RANGE|KEEP_SIZE; Deallocate = FALLOC_FL_PUNCH_HOLE|
+//   KEEP_SIZE. Both also on block devices: blkdev_fallocate turns ZERO_RANGE into a zero-out and
+//   PUNCH_HOLE into an unmapping zero-out, asynchronously in io_uring's worker, so the reactor never
+//   blocks in a BLKDISCARD/BLKZEROOUT ioctl. When a mode is refused with EOPNOTSUPP the queue falls
+//   back (write zeroes: zero range -> punch -> write zeroes from a shared zero buffer; deallocate:
+//   punch -> zero range -> write) and remembers it. Reads of a deallocated range therefore always
+//   return zeroes.
+// - Short reads/writes are resubmitted for the rest; -EAGAIN/-EINTR are resubmitted up to
+//   kMaxRetries times, then complete with the mapped status (Command Interrupted). A read that
+//   returns 0 (the file was truncated behind our back) completes with zeroes for the missing part.
+// - Size: a missing file is created sparse (ftruncate) when a size is given; an existing file that
+//   is smaller than the configured size is extended sparse (growing never loses data; a log line
+//   says so), refused when read-only; a larger file serves its first `size` bytes.
+// - Full queue: submit() returns `queue_full` (Internal Error without DNR).
+// - The ring is created with SINGLE_ISSUER|DEFER_TASKRUN|COOP_TASKRUN|TASKRUN_FLAG|SUBMIT_ALL when the
+//   kernel has them (probed, falling back step by step to none) and R_DISABLED: it is enabled by the
+//   first flush()/reap(), so the thread that first uses a queue owns it. Use and destroy a queue on
+//   that thread (the destructor waits for in-flight requests; it cannot from another thread).
+//   event_fd() is the ring's own descriptor: it polls readable when completions are due.
+#include <fcntl.h>
+#include <linux/falloc.h>
+#include <linux/fs.h>
+#include <liburing.h>
+#include <spdlog/spdlog.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "backend/backend.h"
+#include "backend/file_backend_testing.h"
+#include "backend/request_check.h"
+
+#ifndef STATX_DIOALIGN
+#define STATX_DIOALIGN 0x00002000U
+#endif
+
+namespace rdmablk::backend {
+
+namespace {
+
+namespace st = protocol::status;
+
+constexpr unsigned kMaxRetries = 8;
+constexpr uint64_t kMaxChunk = 1ull << 30;  // bytes per read/write SQE (the kernel caps at ~2 GiB)
+constexpr size_t kZeroBufBytes = 128 * 1024;  // a multiple of every valid block size
+
+enum class ZeroMode : uint8_t { zero_range, punch, write };
+
+struct Slot {
+  uint64_t user_data;
+  uint64_t offset;     // next byte offset
+  uint64_t remaining;  // bytes still to transfer / zero
+  char* buf;           // next byte of the caller's buffer (read/write)
+  int buf_index;
+  Op op;
+  ZeroMode zero_mode;
+  bool fua;
+  uint8_t retries;
+};
+
+std::string errstr(int err) { return std::strerror(err); }
+
+class FileBackend final : public Backend {
+ public:
+  FileBackend(std::string path, int fd, const Geometry& geo, bool direct, bool block_device, void* zero_buf)
+      : path_(std::move(path)), fd_(fd), geo_(geo), direct_(direct), block_device_(block_device), zero_buf_(zero_buf) {}
+  ~FileBackend() override {
+    ::close(fd_);
+    ::munmap(zero_buf_, kZeroBufBytes);
+  }
+
+  const Geometry& geometry() const noexcept override { return geo_; }
+  std::string describe() const override {
+    return fmt::format("{} {} ({}{})", block_device_ ? "block device" : "file", path_, direct_ ? "O_DIRECT" : "buffered",
+                       geo_.caps.read_only ? ", read-only" : "");
+  }
+  Result<std::unique_ptr<Queue>> open_queue(const QueueOptions& opts) const override;
+
+  int fd() const noexcept { return fd_; }
+  const std::string& path() const noexcept { return path_; }
+  void* zero_buf() const noexcept { return zero_buf_; }
+  bool block_device() const noexcept { return block_device_; }
+
+ private:
+  std::string path_;
+  int fd_;
+  Geometry geo_;
+  bool direct_;
+  bool block_device_;
+  void* zero_buf_;  // kZeroBufBytes of zeroes, page-aligned, shared read-only by every queue
+};
+
+class FileQueue final : public Queue {
+ public:
+  FileQueue(const FileBackend& backend, unsigned depth)
+      : backend_(backend),
+        geo_(backend.geometry()),
+        depth_(depth),
+        slots_(std::make_unique<Slot[]>(depth)),
+        free_(std::make_unique<uint32_t[]>(depth)) {
+    for (unsigned i = 0; i < depth; ++i) free_[i] = depth - 1 - i;
+    nfree_ = depth;
+  }
+
+  ~FileQueue() override {
+    if (!ring_ready_) return;
+    // Requests still in flight would write into buffers the caller is about to free: wait for them.
+    Completion sink[32];
+    while (in_flight_ > 0) {
+      const unsigned before = in_flight_;
+      reap(sink, 1);
+      if (in_flight_ == before && last_enter_error_ != 0) break;  // e.g. -EEXIST from another thread
+    }
+    io_uring_queue_exit(&ring_);
+  }
+
+  Result<void> init(std::span<const iovec> buffers) {
+    // Optional features, newest first; the kernel says EINVAL to flags it does not know.
+    // DEFER_TASKRUN (6.1): completions are processed only when this thread asks for events, in one
+    // batch, instead of interrupting it per I/O; the owner thread is the only one that may reap,
+    // which is the contract of a Queue anyway. R_DISABLED: the owner is whoever first uses the queue.
+    static constexpr unsigned kCandidates[] = {
+        IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG |
+            IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_R_DISABLED,
+        IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG |
+            IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_R_DISABLED,
+        IORING_SETUP_SUBMIT_ALL | IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG,
+        IORING_SETUP_SUBMIT_ALL,
+        0,
+    };
+    int rc = -EINVAL;
+    for (unsigned flags : kCandidates) {
+      io_uring_params p{};
+      p.flags = flags | IORING_SETUP_CLAMP;
+      rc = io_uring_queue_init_params(depth_, &ring_, &p);
+      if (rc == 0) {
+        ring_flags_ = p.flags;
+        break;
+      }
+      if (rc != -EINVAL) break;
+    }
+    if (rc != 0)
+      return make_error(fmt::format("{}: cannot create an io_uring of depth {}: {}", backend_.path(), depth_,
+                                    errstr(-rc)),
+                        -rc);
+    ring_ready_ = true;
+    enabled_ = (ring_flags_ & IORING_SETUP_R_DISABLED) == 0;
+    if (ring_.sq.ring_entries < depth_) {
+      return make_error(fmt::format("{}: queue depth {} exceeds the io_uring limit {}", backend_.path(), depth_,
+                                    ring_.sq.ring_entries),
+                        EINVAL);
+    }
+
+    if (!buffers.empty()) {
+      rc = io_uring_register_buffers(&ring_, buffers.data(), static_cast<unsigned>(buffers.size()));
+      if (rc != 0)
+        return make_error(fmt::format("{}: cannot register {} I/O buffers with io_uring: {}", backend_.path(),
+                                      buffers.size(), errstr(-rc)),
+                          -rc);
+      buffers_.assign(buffers.begin(), buffers.end());
+    }
+    const int fd = backend_.fd();
+    rc = io_uring_register_files(&ring_, &fd, 1);
+    if (rc == 0) {
+      fixed_file_ = true;
+      file_ = 0;
+    } else {
+      spdlog::debug("{}: io_uring_register_files failed ({}), using the plain descriptor", backend_.path(),
+                    errstr(-rc));
+      file_ = fd;
+    }
+    return {};
+  }
+
+  Status submit(const Request& req) noexcept override {
+    const Status s = detail::check_request(req, geo_);
+    if (!s.ok()) return s;
+    const uint64_t bytes = uint64_t{req.nlb} * geo_.block_size;
+    if (req.buf_index >= 0 && (req.op == Op::read || req.op == Op::write)) {
+      // READ_FIXED/WRITE_FIXED need the whole transfer inside the registered buffer.
+      if (static_cast<size_t>(req.buf_index) >= buffers_.size()) return st::invalid_field;
+      const iovec& iov = buffers_[static_cast<size_t>(req.buf_index)];
+      const auto base = reinterpret_cast<uintptr_t>(iov.iov_base);
+      const auto p = reinterpret_cast<uintptr_t>(req.buf);
+      if (p < base || p - base > iov.iov_len || bytes > iov.iov_len - (p - base)) return st::invalid_field;
+    }
+    if (nfree_ == 0) return queue_full;
+    const uint32_t idx = free_[--nfree_];
+    Slot& slot = slots_[idx];
+    slot.user_data = req.user_data;
+    slot.op = req.op;
+    slot.offset = req.slba * geo_.block_size;
+    slot.remaining = bytes;
+    slot.buf = static_cast<char*>(req.buf);
+    slot.buf_index = req.buf_index;
+    slot.fua = req.fua && req.op == Op::write;
+    slot.retries = 0;
+    slot.zero_mode = first_zero_mode(req.op);
+    if (!prepare(idx)) {  // cannot happen: the SQ has at least depth entries
+      free_[nfree_++] = idx;
+      return queue_full;
+    }
+    ++in_flight_;
+    return st::success;
+  }
+
+  int flush() noexcept override {
+    if (io_uring_sq_ready(&ring_) == 0) return 0;
+    if (!enable()) return last_enter_error_;
+    int rc;
+    do rc = io_uring_submit(&ring_);
+    while (rc == -EINTR);
+    if (rc < 0) last_enter_error_ = rc;
+    return rc;
+  }
+
+  unsigned reap(std::span<Completion> out, unsigned min_complete) noexcept override {
+    if (out.empty()) return 0;
+    unsigned n = 0;
+    min_complete = std::min({min_complete, static_cast<unsigned>(out.size()), in_flight_});
+    if (!enable()) return 0;
+    for (;;) {
+      const unsigned want = n < min_complete ? min_complete - n : 0;
+      // COOP/DEFER_TASKRUN: finished requests become CQEs only when we enter the kernel asking
+      // for events; the kernel raises IORING_SQ_TASKRUN when there are some.
+      const bool events_pending = (ring_flags_ & IORING_SETUP_TASKRUN_FLAG) != 0 &&
+                                  (IO_URING_READ_ONCE(*ring_.sq.kflags) & IORING_SQ_TASKRUN) != 0;
+      if (want > 0) {
+        int rc;
+        do rc = io_uring_submit_and_wait(&ring_, want);
+        while (rc == -EINTR);
+        last_enter_error_ = rc < 0 ? rc : 0;
+        if (rc < 0 && io_uring_cq_ready(&ring_) == 0) {
+          // Could not submit (-EAGAIN/-EBUSY: out of kernel resources): wait for what is already in
+          // the kernel, if anything, so that progress frees resources; otherwise give up for now.
+          const unsigned in_kernel = in_flight_ - io_uring_sq_ready(&ring_);
+          if (in_kernel == 0) return n;
+          io_uring_cqe* cqe = nullptr;
+          if (io_uring_wait_cqe(&ring_, &cqe) < 0 && io_uring_cq_ready(&ring_) == 0) return n;
+        }
+      } else if (io_uring_sq_ready(&ring_) > 0) {
+        int rc;
+        // With a TASKRUN ring, ask for events on the way: the completions that are due come back
+        // in the same system call.
+        const bool get_events = (ring_flags_ & IORING_SETUP_TASKRUN_FLAG) != 0;
+        do rc = get_events ? io_uring_submit_and_get_events(&ring_) : io_uring_submit(&ring_);
+        while (rc == -EINTR);
+        last_enter_error_ = rc < 0 ? rc : 0;
+      } else if (events_pending) {
+        io_uring_get_events(&ring_);
+      }
+      // Consume at most as many CQEs as `out` has room for: each yields at most one completion.
+      io_uring_cqe* cqes[64];
+      const unsigned room = std::min(static_cast<unsigned>(out.size()) - n, 64u);
+      const unsigned got = io_uring_peek_batch_cqe(&ring_, cqes, room);
+      for (unsigned i = 0; i < got; ++i)
+        if (handle(*cqes[i], out[n])) ++n;
+      io_uring_cq_advance(&ring_, got);
+      if (n == out.size() || in_flight_ == 0) break;
+      if (n >= min_complete && got < room) break;  // enough, and nothing more is ready
+    }
+    if (io_uring_sq_ready(&ring_) > 0) flush();  // resubmissions go out now, not at the next call
+    return n;
+  }
+
+  unsigned in_flight() const noexcept override { return in_flight_; }
+  int event_fd() const noexcept override { return ring_.ring_fd; }
+
+  // --- test seams ---
+  testing::FileQueueCounters counters() const {
+    auto c = counters_;
+    c.ring_flags = ring_flags_;
+    c.fixed_file = fixed_file_;
+    c.registered_buffers = static_cast<unsigned>(buffers_.size());
+    return c;
+  }
+  void inject(const testing::FaultInjection& f) {
+    faults_ = f;
+    inject_ = f.short_every != 0 || f.eagain_every != 0;
+  }
+
+ private:
+  bool enable() noexcept {
+    if (enabled_) return true;
+    // SINGLE_ISSUER: the thread that enables the ring is the only one allowed to submit, so a queue
+    // opened on one thread can be handed to its reactor.
+    // liburing 2.3 declares io_uring_enable_rings() but does not export it: the raw syscall.
+    const long r = ::syscall(__NR_io_uring_register, ring_.ring_fd, IORING_REGISTER_ENABLE_RINGS, nullptr, 0);
+    const int rc = r < 0 ? -errno : 0;
+    if (rc < 0) {
+      last_enter_error_ = rc;
+      spdlog::error("{}: cannot enable io_uring: {}", backend_.path(), errstr(-rc));
+      return false;
+    }
+    enabled_ = true;
+    return true;
+  }
+
+  ZeroMode first_zero_mode(Op op) const noexcept {
+    if (op == Op::deallocate) {
+      if (!punch_unsupported_) return ZeroMode::punch;
+      if (!zero_range_unsupported_) return ZeroMode::zero_range;
+      return ZeroMode::write;
+    }
+    if (!zero_range_unsupported_) return ZeroMode::zero_range;
+    if (!punch_unsupported_) return ZeroMode::punch;
+    return ZeroMode::write;
+  }
+
+  // Queues the SQE for the slot's current state. False only if the SQ is full.
+  bool prepare(uint32_t idx) noexcept {
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring_);
+    if (sqe == nullptr) return false;
+    Slot& s = slots_[idx];
+    switch (s.op) {
+      case Op::read:
+      case Op::write: {
+        const auto len = static_cast<unsigned>(std::min(s.remaining, kMaxChunk));
+        if (s.op == Op::read) {
+          if (s.buf_index >= 0)
+            io_uring_prep_read_fixed(sqe, file_, s.buf, len, s.offset, s.buf_index);
+          else
+            io_uring_prep_read(sqe, file_, s.buf, len, s.offset);
+        } else {
+          if (s.buf_index >= 0)
+            io_uring_prep_write_fixed(sqe, file_, s.buf, len, s.offset, s.buf_index);
+          else
+            io_uring_prep_write(sqe, file_, s.buf, len, s.offset);
+          if (s.fua) {
+            sqe->rw_flags = RWF_DSYNC;
+            ++counters_.dsync_writes;
+          }
+        }
+        break;
+      }
+      case Op::flush:
+        io_uring_prep_fsync(sqe, file_, IORING_FSYNC_DATASYNC);
+        break;
+      case Op::write_zeroes:
+      case Op::deallocate:
+        switch (s.zero_mode) {
+          case ZeroMode::zero_range:
+            io_uring_prep_fallocate(sqe, file_, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE,
+                                    static_cast<off_t>(s.offset), static_cast<off_t>(s.remaining));
+            break;
+          case ZeroMode::punch:
+            io_uring_prep_fallocate(sqe, file_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                                    static_cast<off_t>(s.offset), static_cast<off_t>(s.remaining));
+            break;
+          case ZeroMode::write:
+            io_uring_prep_write(sqe, file_, backend_.zero_buf(),
+                                static_cast<unsigned>(std::min<uint64_t>(s.remaining, kZeroBufBytes)), s.offset);
+            break;
+        }
+        break;
+    }
+    if (fixed_file_) sqe->flags |= IOSQE_FIXED_FILE;
+    io_uring_sqe_set_data64(sqe, idx);
+    return true;
+  }
+
+  // Rewrites a read/write result for the fault-injection seam.
+  int injected(int res) noexcept {
+    if (res <= 0) return res;
+    ++rw_seen_;
+    if (faults_.eagain_every != 0 && rw_seen_ % faults_.eagain_every == 0) return -EAGAIN;
+    if (faults_.short_every != 0 && rw_seen_ % faults_.short_every == 0 &&
+        static_cast<uint32_t>(res) > geo_.block_size) {
+      const uint32_t half = (static_cast<uint32_t>(res) / 2) & ~(geo_.block_size - 1);
+      return static_cast<int>(std::max(half, geo_.block_size));
+    }
+    return res;
+  }
+
+  void finish(uint32_t idx, Status status, Completion& out) noexcept {
+    out = Completion{slots_[idx].user_data, status};
+    free_[nfree_++] = idx;
+    --in_flight_;
+  }
+
+  // Resubmits the slot, or completes it with Internal Error if that is impossible. False = completed.
+  bool resubmit(uint32_t idx, Completion& out) noexcept {
+    if (prepare(idx)) return true;
+    finish(idx, st::internal_error, out);
+    return false;
+  }
+
+  // One CQE. True when it completed its request into `out`; false when the request was resubmitted.
+  bool handle(const io_uring_cqe& cqe, Completion& out) noexcept {
+    const auto idx = static_cast<uint32_t>(cqe.user_data);
+    Slot& s = slots_[idx];
+    int res = cqe.res;
+    switch (s.op) {
+      case Op::read:
+      case Op::write: {
+        if (inject_) res = injected(res);
+        if (res > 0) {
+          const auto done = static_cast<uint64_t>(res);
+          if (done >= s.remaining) {
+            finish(idx, st::success, out);
+            return true;
+          }
+          s.offset += done;
+          s.remaining -= done;
+          s.buf += done;
+          s.retries = 0;  // progress was made
+          ++counters_.short_resubmits;
+          return !resubmit(idx, out);
+        }
+        if (res == 0 && s.op == Op::read) {
+          std::memset(s.buf, 0, s.remaining);  // end of a file shorter than the namespace: a hole
+          finish(idx, st::success, out);
+          return true;
+        }
+        if (res == 0) res = -EAGAIN;  // a write that made no progress: retry, bounded
+        if ((res == -EAGAIN || res == -EINTR) && s.retries < kMaxRetries) {
+          ++s.retries;
+          ++counters_.eagain_resubmits;
+          return !resubmit(idx, out);
+        }
+        break;
+      }
+      case Op::flush:
+        if (res == -EINTR && s.retries < kMaxRetries) {
+          ++s.retries;
+          return !resubmit(idx, out);
+        }
+        break;
+      case Op::write_zeroes:
+      case Op::deallocate:
+        if (s.zero_mode == ZeroMode::write) {
+          if (res > 0) {
+            const auto done = static_cast<uint64_t>(res);
+            s.offset += done;
+            s.remaining -= std::min(done, s.remaining);
+            if (s.remaining == 0) {
+              finish(idx, st::success, out);
+              return true;
+            }
+            s.retries = 0;
+            return !resubmit(idx, out);
+          }
+          if (res == 0) res = -EAGAIN;
+        } else if (res == -EOPNOTSUPP) {
+          // The file system or device cannot do this mode: remember, and fall back.
+          if (s.zero_mode == ZeroMode::zero_range)
+            zero_range_unsupported_ = true;
+          else
+            punch_unsupported_ = true;
+          s.zero_mode = first_zero_mode(s.op);
+          ++counters_.zero_fallbacks;
+          return !resubmit(idx, out);
+        }
+        if ((res == -EAGAIN || res == -EINTR) && s.retries < kMaxRetries) {
+          ++s.retries;
+          ++counters_.eagain_resubmits;
+          return !resubmit(idx, out);
+        }
+        break;
+    }
+    finish(idx, res >= 0 ? st::success : status_from_errno(res, s.op), out);
+    return true;
+  }
+
+  const FileBackend& backend_;
+  const Geometry& geo_;
+  const unsigned depth_;
+  io_uring ring_{};
+  bool ring_ready_ = false;
+  bool enabled_ = true;
+  unsigned ring_flags_ = 0;
+  bool fixed_file_ = false;
+  int file_ = -1;  // fixed-file index 0, or the descriptor
+  std::vector<iovec> buffers_;
+  std::unique_ptr<Slot[]> slots_;
+  std::unique_ptr<uint32_t[]> free_;
+  unsigned nfree_ = 0;
+  unsigned in_flight_ = 0;
+  int last_enter_error_ = 0;
+  bool zero_range_unsupported_ = false;
+  bool punch_unsupported_ = false;
+  bool inject_ = false;
+  testing::FaultInjection faults_;
+  uint64_t rw_seen_ = 0;
+  testing::FileQueueCounters counters_;
+};
+
+Result<std::unique_ptr<Queue>> FileBackend::open_queue(const QueueOptions& opts) const {
+  if (opts.depth == 0) return make_error(fmt::format("{}: queue depth must be at least 1", path_), EINVAL);
+  auto q = std::make_unique<FileQueue>(*this, opts.depth);
+  if (auto r = q->init(opts.buffers); !r) return tl::unexpected(r.error());
+  return std::unique_ptr<Queue>(std::move(q));
+}
+
+// Direct-I/O alignment of an open file: {offset alignment, memory alignment}; {0, 0} when the file
+// system reports that it cannot do direct I/O; nullopt when the kernel does not say.
+struct DioAlign {
+  bool known = false;
+  uint32_t offset = 0;
+  uint32_t memory = 0;
+};
+
+DioAlign dio_alignment(int fd) {
+  struct statx stx {};
+  DioAlign a;
+  if (::statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &stx) != 0 || (stx.stx_mask & STATX_DIOALIGN) == 0) return a;
+  // glibc 2.36's struct statx predates the fields: stx_dio_mem_align and stx_dio_offset_align are the
+  // two 32-bit words at offset 0x98 (after stx_mnt_id at 0x90).
+  static_assert(sizeof(stx) >= 0xA0);
+  uint32_t words[2];
+  std::memcpy(words, reinterpret_cast<const char*>(&stx) + 0x98, sizeof(words));
+  a.known = true;
+  a.memory = words[0];
+  a.offset = words[1];
+  return a;
+}
+
+// "write back" / "write through" from sysfs for a block device; true (volatile) when unknown.
+bool device_write_cache_volatile(dev_t rdev) {
+  std::ifstream f(fmt::format("/sys/dev/block/{}:{}/queue/write_cache", major(rdev), minor(rdev)));
+  std::string mode;
+  if (f && std::getline(f, mode)) return mode.find("through") == std::string::npos;
+  return true;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Backend>> open_file_backend(const FileOptions& opts) {
+  const std::string& path = opts.path;
+  if (path.empty()) return make_error("file backend: no path given", EINVAL);
+  if (opts.block_size != 0 && !detail::valid_block_size(opts.block_size))
+    return make_error(fmt::format("{}: block size {} is not a power of two in [512, 65536]", path, opts.block_size),
+                      EINVAL);
+
+  struct stat sb {};
+  bool created = false;
+  if (::stat(path.c_str(), &sb) != 0) {
+    const int err = errno;
+    if (err != ENOENT) return make_error(fmt::format("{}: cannot stat: {}", path, errstr(err)), err);
+    if (opts.read_only)
+      return make_error(fmt::format("{}: does not exist (a read-only namespace is never created)", path), ENOENT);
+    if (opts.size == 0)
+      return make_error(fmt::format("{}: does not exist and no size was given to create it", path), ENOENT);
+    const uint32_t bs = opts.block_size != 0 ? opts.block_size : 512;
+    if (opts.size % bs != 0)
+      return make_error(fmt::format("{}: size {} is not a multiple of the block size {}", path, opts.size, bs), EINVAL);
+    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0) {
+      const int e = errno;
+      return make_error(fmt::format("{}: cannot create: {}", path, errstr(e)), e);
+    }
+    if (::ftruncate(fd, static_cast<off_t>(opts.size)) != 0 || ::fstat(fd, &sb) != 0) {
+      const int e = errno;
+      ::close(fd);
+      ::unlink(path.c_str());
+      return make_error(fmt::format("{}: cannot size the new file to {} bytes: {}", path, opts.size, errstr(e)), e);
+    }
+    ::close(fd);
+    created = true;
+    spdlog::info("{}: created a sparse file of {} bytes", path, opts.size);
+  }
+
+  const bool block_device = S_ISBLK(sb.st_mode);
+  if (!block_device && !S_ISREG(sb.st_mode))
+    return make_error(fmt::format("{}: not a regular file or a block device", path), EINVAL);
+
+  const int access = opts.read_only ? O_RDONLY : O_RDWR;
+  int fd = ::open(path.c_str(), access | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    if (err == EROFS || err == EACCES || err == EPERM)
+      return make_error(fmt::format("{}: cannot open for writing ({}); configure the namespace read-only", path,
+                                    errstr(err)),
+                        err);
+    return make_error(fmt::format("{}: cannot open: {}", path, errstr(err)), err);
+  }
+  auto fail = [&](std::string msg, int err) {
+    ::close(fd);
+    return make_error(std::move(msg), err);
+  };
+
+  // Block size and size.
+  uint32_t device_lbs = 0;  // block devices: the logical block size
+  uint64_t bytes = 0;
+  if (block_device) {
+    int lbs = 0;
+    uint64_t dev_bytes = 0;
+    if (::ioctl(fd, BLKSSZGET, &lbs) != 0 || ::ioctl(fd, BLKGETSIZE64, &dev_bytes) != 0) {
+      const int err = errno;
+      return fail(fmt::format("{}: cannot read the device geometry: {}", path, errstr(err)), err);
+    }
+    device_lbs = static_cast<uint32_t>(lbs);
+    const uint32_t bs = opts.block_size != 0 ? opts.block_size : device_lbs;
+    if (bs < device_lbs)
+      return fail(fmt::format("{}: block size {} is smaller than the device's logical block size {}", path, bs,
+                              device_lbs),
+                  EINVAL);
+    if (opts.size == 0) {
+      bytes = dev_bytes / bs * bs;
+      if (bytes != dev_bytes)
+        spdlog::warn("{}: device size {} is not a multiple of the block size {}; serving {} bytes", path, dev_bytes,
+                     bs, bytes);
+    } else {
+      if (opts.size % bs != 0)
+        return fail(fmt::format("{}: size {} is not a multiple of the block size {}", path, opts.size, bs), EINVAL);
+      if (opts.size > dev_bytes)
+        return fail(fmt::format("{}: size {} is larger than the device ({} bytes)", path, opts.size, dev_bytes),
+                    EINVAL);
+      bytes = opts.size;
+    }
+  } else {
+    const uint32_t bs = opts.block_size != 0 ? opts.block_size : 512;
+    const auto file_bytes = static_cast<uint64_t>(sb.st_size);
+    if (opts.size == 0) {
+      if (file_bytes == 0)
+        return fail(fmt::format("{}: the file is empty and no size was given", path), EINVAL);
+      if (file_bytes % bs != 0)
+        return fail(fmt::format("{}: file size {} is not a multiple of the block size {}", path, file_bytes, bs),
+                    EINVAL);
+      bytes = file_bytes;
+    } else {
+      if (opts.size % bs != 0)
+        return fail(fmt::format("{}: size {} is not a multiple of the block size {}", path, opts.size, bs), EINVAL);
+      if (file_bytes < opts.size && !created) {
+        if (opts.read_only)
+          return fail(fmt::format("{}: the file has {} bytes, less than the configured size {}, and is read-only",
+                                  path, file_bytes, opts.size),
+                      EINVAL);
+        if (::ftruncate(fd, static_cast<off_t>(opts.size)) != 0) {
+          const int err = errno;
+          return fail(fmt::format("{}: cannot extend from {} to {} bytes: {}", path, file_bytes, opts.size,
+                                  errstr(err)),
+                      err);
+        }
+        spdlog::info("{}: extended (sparse) from {} to the configured {} bytes", path, file_bytes, opts.size);
+      }
+      bytes = opts.size;
+    }
+  }
+  Geometry geo;
+  geo.block_size = opts.block_size != 0 ? opts.block_size : (block_device ? device_lbs : 512u);
+  geo.num_blocks = bytes / geo.block_size;
+
+  // O_DIRECT, where the file system and the block size allow it.
+  bool direct = false;
+  if (opts.direct) {
+    const DioAlign dio = dio_alignment(fd);
+    std::string why;
+    uint32_t offset_align = dio.known ? dio.offset : (block_device ? device_lbs : 512u);
+    uint32_t mem_align = dio.known ? dio.memory : 4096u;
+    if (dio.known && dio.offset == 0) {
+      why = "the file system does not support direct I/O";
+    } else if (geo.block_size % offset_align != 0) {
+      why = fmt::format("block size {} is not a multiple of the direct-I/O alignment {}", geo.block_size, offset_align);
+    } else {
+      const int dfd = ::open(path.c_str(), access | O_CLOEXEC | O_DIRECT);
+      if (dfd >= 0) {
+        ::close(fd);
+        fd = dfd;
+        direct = true;
+        geo.buf_alignment = std::max(mem_align, 1u);
+      } else {
+        why = fmt::format("open with O_DIRECT failed: {}", errstr(errno));
+      }
+    }
+    if (!direct) spdlog::warn("{}: using buffered I/O instead of O_DIRECT: {}", path, why);
+  }
+
+  geo.caps.flush = true;
+  geo.caps.fua = true;
+  geo.caps.write_zeroes = true;
+  geo.caps.deallocate = true;
+  geo.caps.read_only = opts.read_only;
+  geo.caps.volatile_write_cache = !block_device || !direct || device_write_cache_volatile(sb.st_rdev);
+
+  void* zero_buf = ::mmap(nullptr, kZeroBufBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (zero_buf == MAP_FAILED) {
+    const int err = errno;
+    return fail(fmt::format("{}: cannot map the zero buffer: {}", path, errstr(err)), err);
+  }
+  std::memset(zero_buf, 0, kZeroBufBytes);  // real pages (not the shared zero page) for O_DIRECT writes
+  return std::unique_ptr<Backend>(std::make_unique<FileBackend>(path, fd, geo, direct, block_device, zero_buf));
+}
+
+namespace testing {
+
+bool file_queue_counters(const Queue& q, FileQueueCounters& out) {
+  const auto* fq = dynamic_cast<const FileQueue*>(&q);
+  if (fq == nullptr) return false;
+  out = fq->counters();
+  return true;
+}
+
+bool inject_faults(Queue& q, const FaultInjection& faults) {
+  auto* fq = dynamic_cast<FileQueue*>(&q);
+  if (fq == nullptr) return false;
+  fq->inject(faults);
+  return true;
+}
+
+}  // namespace testing
+}  // namespace rdmablk::backend

@@ -1,0 +1,37 @@
+// Validation shared by every backend: the checks that refuse a request at submit time.
+#pragma once
+
+#include <bit>
+#include <cstdint>
+
+#include "backend/backend.h"
+
+namespace rdmablk::backend::detail {
+
+// The request's status before any I/O: success, or why it can never succeed. Overflow-safe: slba + nlb
+// is never computed.
+inline Status check_request(const Request& req, const Geometry& geo) noexcept {
+  namespace st = protocol::status;
+  switch (req.op) {
+    case Op::flush:
+      return st::success;  // the range is ignored; a flush on a read-only namespace has nothing to do
+    case Op::read:
+    case Op::write:
+    case Op::write_zeroes:
+    case Op::deallocate:
+      break;
+    default:
+      return st::invalid_opcode;
+  }
+  if (req.op != Op::read && geo.caps.read_only) return st::namespace_write_protected;
+  if (req.nlb == 0) return st::invalid_field;
+  if (req.slba >= geo.num_blocks || req.nlb > geo.num_blocks - req.slba) return st::lba_out_of_range;
+  if ((req.op == Op::read || req.op == Op::write) && req.buf == nullptr) return st::invalid_field;
+  return st::success;
+}
+
+inline bool valid_block_size(uint64_t bs) noexcept {
+  return bs >= 512 && bs <= 65536 && std::has_single_bit(bs);
+}
+
+}  // namespace rdmablk::backend::detail

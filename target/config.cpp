@@ -1,0 +1,1147 @@
+#include "target/config.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <netinet/in.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
+#include <map>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+#include "protocol/fabrics.h"
+#include "target/logging.h"
+
+namespace rdmablk::target {
+
+const char* listener_role_name(ListenerRole r) noexcept {
+  switch (r) {
+    case ListenerRole::io:
+      return "io";
+    case ListenerRole::discovery:
+      return "discovery";
+  }
+  return "unknown";
+}
+
+const char* backend_kind_name(BackendKind k) noexcept {
+  switch (k) {
+    case BackendKind::file:
+      return "file";
+    case BackendKind::ram:
+      return "ram";
+    case BackendKind::null:
+      return "null";
+  }
+  return "unknown";
+}
+
+namespace {
+
+using protocol::kDiscoveryNqn;
+constexpr uint32_t kMaxNsid = 0xFFFFFFFEu;
+constexpr uint32_t kMaxInlineData = 128 * 1024;
+constexpr unsigned kMaxReactors = 1024;
+
+// --- small helpers ----------------------------------------------------------------------------------
+
+SourceLocation location_of(const YAML::Mark& m) {
+  if (m.line < 0 || m.column < 0) return {1, 1};  // yaml-cpp's null mark (an empty document)
+  return {m.line + 1, m.column + 1};
+}
+
+// Messages are one line: control characters from the file (a multi-line scalar) are escaped.
+void append_escaped(std::string& out, std::string_view s) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  for (char c : s) {
+    auto u = static_cast<unsigned char>(c);
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (u < 0x20 || u == 0x7f) {
+      out += "\\x";
+      out += kHex[u >> 4];
+      out += kHex[u & 15];
+    } else {
+      out += c;
+    }
+  }
+}
+
+std::string format_message(const std::string& file, SourceLocation at, std::string_view field,
+                           std::string_view problem) {
+  std::string out = file + ":" + std::to_string(at.line) + ":" + std::to_string(at.column) + ": ";
+  if (!field.empty()) {
+    append_escaped(out, field);
+    out += ": ";
+  }
+  append_escaped(out, problem);
+  return out;
+}
+
+// A value from the file as shown in a message: quoted, and cut short when it is long.
+std::string in_quotes(std::string_view s) {
+  constexpr std::size_t kMax = 80;
+  if (s.size() > kMax) return "'" + std::string(s.substr(0, kMax)) + "...'";
+  return "'" + std::string(s) + "'";
+}
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      std::size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0u : 1u)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return out;
+}
+
+const char* node_kind(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Sequence:
+      return "list";
+    case YAML::NodeType::Map:
+      return "mapping";
+    case YAML::NodeType::Scalar:
+      return "scalar";
+    case YAML::NodeType::Null:
+      return "null";
+    case YAML::NodeType::Undefined:
+      break;
+  }
+  return "nothing";
+}
+
+// Parses an IPv4 or IPv6 literal into its family and 16 address bytes (IPv4 in the first 4).
+struct IpAddress {
+  int family = AF_UNSPEC;
+  std::array<uint8_t, 16> bytes{};
+  bool wildcard() const {
+    return std::all_of(bytes.begin(), bytes.end(), [](uint8_t b) { return b == 0; });
+  }
+};
+
+std::optional<IpAddress> parse_ip(const std::string& text) {
+  IpAddress ip;
+  if (inet_pton(AF_INET, text.c_str(), ip.bytes.data()) == 1) {
+    ip.family = AF_INET;
+    return ip;
+  }
+  if (inet_pton(AF_INET6, text.c_str(), ip.bytes.data()) == 1) {
+    ip.family = AF_INET6;
+    return ip;
+  }
+  return std::nullopt;
+}
+
+std::string endpoint(const ListenerConfig& l) {
+  bool v6 = l.address.find(':') != std::string::npos;
+  return std::string(transport::transport_name(l.transport)) + " " + (v6 ? "[" + l.address + "]" : l.address) + ":" +
+         std::to_string(l.port);
+}
+
+// Two listeners that could not both bind: same transport and port, and the same address or a wildcard
+// that covers the other (Linux's default bindv6only=0 makes "::" cover IPv4 too).
+bool listeners_overlap(const ListenerConfig& a, const ListenerConfig& b) {
+  if (a.transport != b.transport || a.port != b.port) return false;
+  auto ia = parse_ip(a.address);
+  auto ib = parse_ip(b.address);
+  if (!ia || !ib) return a.address == b.address;
+  if (ia->family == ib->family) return ia->bytes == ib->bytes || ia->wildcard() || ib->wildcard();
+  return (ia->family == AF_INET6 && ia->wildcard()) || (ib->family == AF_INET6 && ib->wildcard());
+}
+
+uint64_t fnv1a64(std::string_view data) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : data) {
+    h ^= c;
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+uint64_t mix64(uint64_t x) {  // splitmix64's finalizer: spreads FNV's weak low bits
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  x ^= x >> 31;
+  return x;
+}
+
+std::array<uint8_t, 16> derive_id(std::string_view domain, std::string_view nqn, uint32_t nsid) {
+  std::string base = std::string(domain) + '\0' + std::string(nqn) + '\0' + std::to_string(nsid);
+  std::array<uint8_t, 16> out{};
+  for (unsigned half = 0; half < 2; ++half) {
+    uint64_t h = mix64(fnv1a64(base + static_cast<char>('0' + half)));
+    for (unsigned i = 0; i < 8; ++i) out[half * 8 + i] = static_cast<uint8_t>(h >> (56 - 8 * i));
+  }
+  return out;
+}
+
+std::optional<std::array<uint8_t, 16>> parse_hex_id(std::string_view text) {
+  std::array<uint8_t, 16> out{};
+  unsigned digits = 0;
+  for (char c : text) {
+    if (c == '-') continue;
+    int v;
+    if (c >= '0' && c <= '9') {
+      v = c - '0';
+    } else if (c >= 'a' && c <= 'f') {
+      v = c - 'a' + 10;
+    } else if (c >= 'A' && c <= 'F') {
+      v = c - 'A' + 10;
+    } else {
+      return std::nullopt;
+    }
+    if (digits >= 32) return std::nullopt;
+    out[digits / 2] = static_cast<uint8_t>(out[digits / 2] | (v << (digits % 2 ? 0 : 4)));
+    ++digits;
+  }
+  if (digits != 32) return std::nullopt;
+  return out;
+}
+
+bool is_canonical_uuid(std::string_view text) {
+  if (text.size() != 36) return false;
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+    if (dash != (text[i] == '-')) return false;
+  }
+  return true;
+}
+
+bool all_zero(const std::array<uint8_t, 16>& id) {
+  return std::all_of(id.begin(), id.end(), [](uint8_t b) { return b == 0; });
+}
+
+std::string hex_id(const std::array<uint8_t, 16>& id) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (uint8_t b : id) {
+    out += kHex[b >> 4];
+    out += kHex[b & 15];
+  }
+  return out;
+}
+
+// The NQN rules live in protocol/ (shared with Connect and the initiator); this adapts its answer.
+std::optional<std::string> nqn_problem(std::string_view nqn) {
+  auto form = protocol::decode_nqn(nqn);
+  if (form) return std::nullopt;
+  return std::string(form.error().what) + " (at character " + std::to_string(form.error().offset + 1) + ")";
+}
+
+// --- the parser ------------------------------------------------------------------------------------
+
+struct ParseFailure {  // thrown inside the parser only; parse_config() turns it into an Error
+  std::string message;
+};
+
+struct Field {
+  std::string path;  // "subsystems[0].nqn"
+  std::string name;  // "nqn"
+  YAML::Node value;
+  SourceLocation key_at;
+  SourceLocation value_at;  // the key's location when the value is null (yaml-cpp marks the next line)
+};
+
+class Parser {
+ public:
+  Parser(std::string file, std::string_view text) : file_(std::move(file)), text_(text) {}
+
+  [[noreturn]] void fail(SourceLocation at, std::string_view field, std::string_view problem) const {
+    throw ParseFailure{format_message(file_, at, field, problem)};
+  }
+  void warn(SourceLocation at, std::string_view field, std::string_view problem) {
+    warnings_.push_back(format_message(file_, at, field, problem));
+  }
+  std::vector<std::string> take_warnings() { return std::move(warnings_); }
+
+  TargetConfig parse();
+
+ private:
+  // yaml-cpp turns a plain `null` (and `~`) into a null node; `backend: null` means the null backend.
+  // Looks at the source text under the node's mark to tell `key: null` from `key:` with no value.
+  bool written_null_word(const YAML::Node& n) const {
+    const YAML::Mark m = n.Mark();
+    if (!n.IsNull() || m.pos < 0 || static_cast<std::size_t>(m.pos) >= text_.size()) return false;
+    std::string_view at = text_.substr(static_cast<std::size_t>(m.pos));
+    for (std::string_view word : {"null", "Null", "NULL"}) {
+      if (at.substr(0, 4) != word) continue;
+      return at.size() == 4 || std::string_view(" \t\r\n,]}#").find(at[4]) != std::string_view::npos;
+    }
+    return false;
+  }
+  bool missing(const YAML::Node& n) const { return !n.IsDefined() || (n.IsNull() && !written_null_word(n)); }
+
+  // A mapping whose keys were checked against the known ones (no unknown, no duplicate key).
+  class Mapping {
+   public:
+    Mapping(const Parser& p, const YAML::Node& node, const std::string& path, SourceLocation at,
+            std::initializer_list<std::string_view> known)
+        : parser_(p), path_(path), at_(at) {
+      if (node.IsNull() || !node.IsDefined()) return;  // an empty section: all defaults
+      if (!node.IsMap()) {
+        p.fail(at, path, std::string("expected a mapping (key: value), got a ") + node_kind(node));
+      }
+      for (auto it = node.begin(); it != node.end(); ++it) {
+        const YAML::Node key = it->first;  // copies: the iterator hands out a temporary pair
+        const YAML::Node value = it->second;
+        SourceLocation key_at = location_of(key.Mark());
+        if (!key.IsScalar()) p.fail(key_at, path, "keys must be plain names");
+        std::string name = key.Scalar();
+        std::string shown_name = name.size() > 40 ? name.substr(0, 40) + "..." : name;
+        std::string field = path.empty() ? shown_name : path + "." + shown_name;
+        if (std::find(known.begin(), known.end(), name) == known.end()) {
+          p.fail(key_at, field, unknown_key_problem(name, known));
+        }
+        for (const Field& seen : fields_) {
+          if (seen.name == name) {
+            p.fail(key_at, field, "duplicate key (first at line " + std::to_string(seen.key_at.line) + ")");
+          }
+        }
+        SourceLocation value_at = p.missing(value) ? key_at : location_of(value.Mark());
+        fields_.push_back(Field{field, name, value, key_at, value_at});
+      }
+    }
+
+    const Field* find(std::string_view name) const {
+      for (const Field& f : fields_) {
+        if (f.name == name) return &f;
+      }
+      return nullptr;
+    }
+    const Field& require(std::string_view name, std::string_view what) const {
+      if (const Field* f = find(name)) return *f;
+      std::string field = path_.empty() ? std::string(name) : path_ + "." + std::string(name);
+      parser_.fail(at_, field, "missing (required: " + std::string(what) + ")");
+    }
+    SourceLocation at() const { return at_; }
+    const std::string& path() const { return path_; }
+
+   private:
+    static std::string unknown_key_problem(const std::string& name, std::initializer_list<std::string_view> known) {
+      std::string_view best;
+      std::size_t best_distance = std::string::npos;
+      for (std::string_view k : known) {
+        std::size_t d = edit_distance(lower(name), k);
+        if (d < best_distance) {
+          best_distance = d;
+          best = k;
+        }
+      }
+      if (best_distance <= std::max<std::size_t>(2, name.size() / 3)) {
+        return "unknown key (did you mean " + in_quotes(best) + "?)";
+      }
+      std::string list;
+      for (std::string_view k : known) list += (list.empty() ? "" : ", ") + std::string(k);
+      return "unknown key (expected one of: " + list + ")";
+    }
+
+    const Parser& parser_;
+    std::string path_;
+    SourceLocation at_;
+    std::vector<Field> fields_;
+  };
+
+  std::string scalar(const Field& f, std::string_view expected) const {
+    if (written_null_word(f.value)) return "null";
+    if (missing(f.value)) fail(f.key_at, f.path, "missing value (expected " + std::string(expected) + ")");
+    if (!f.value.IsScalar()) {
+      fail(f.value_at, f.path, "expected " + std::string(expected) + ", got a " + node_kind(f.value));
+    }
+    return f.value.Scalar();
+  }
+
+  std::string string_value(const Field& f) const {
+    std::string s = scalar(f, "a string");
+    if (s.empty()) fail(f.value_at, f.path, "must not be empty");
+    return s;
+  }
+
+  uint64_t integer(const Field& f, uint64_t min, uint64_t max) const {
+    std::string text = scalar(f, "an integer");
+    std::string_view digits = text;
+    int base = 10;
+    if (!digits.empty() && digits.front() == '-') {
+      fail(f.value_at, f.path, "must not be negative (got " + in_quotes(text) + ")");
+    }
+    if (digits.size() > 2 && digits[0] == '0' && (digits[1] == 'x' || digits[1] == 'X')) {
+      digits.remove_prefix(2);
+      base = 16;
+    }
+    uint64_t value = 0;
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value, base);
+    if (digits.empty() || end != digits.data() + digits.size() || ec == std::errc::invalid_argument) {
+      fail(f.value_at, f.path, "expected an integer, got " + in_quotes(text));
+    }
+    if (ec == std::errc::result_out_of_range || value < min || value > max) {
+      fail(f.value_at, f.path,
+           (text.size() > 24 ? in_quotes(text) : text) + " is out of range (expected " + std::to_string(min) + ".." +
+               std::to_string(max) + ")");
+    }
+    return value;
+  }
+
+  uint32_t integer32(const Field& f, uint32_t min, uint32_t max) const {
+    return static_cast<uint32_t>(integer(f, min, max));
+  }
+
+  uint64_t size_value(const Field& f, uint64_t min, uint64_t max) const {
+    std::string text = scalar(f, "a size such as 1GiB or 4096");
+    auto size = parse_size(text);
+    if (!size) fail(f.value_at, f.path, size.error().message);
+    if (*size < min || *size > max) {
+      fail(f.value_at, f.path,
+           (text.size() > 24 ? in_quotes(text) : text) + " is out of range (expected " + format_size(min) + ".." +
+               format_size(max) + ")");
+    }
+    return *size;
+  }
+
+  bool boolean(const Field& f) const {
+    std::string text = scalar(f, "true or false");
+    std::string l = lower(text);
+    if (l == "true" || l == "yes" || l == "on") return true;
+    if (l == "false" || l == "no" || l == "off") return false;
+    fail(f.value_at, f.path, "expected true or false, got " + in_quotes(text));
+  }
+
+  // The items of a list; a null value is an empty list.
+  std::vector<YAML::Node> sequence(const Field& f) const {
+    std::vector<YAML::Node> items;
+    if (f.value.IsNull()) return items;
+    if (!f.value.IsSequence()) {
+      fail(f.value_at, f.path, std::string("expected a list (- item), got a ") + node_kind(f.value));
+    }
+    for (const auto& item : f.value) items.push_back(item);
+    return items;
+  }
+
+  void check_printable(const Field& f, const std::string& s, std::size_t max_len) const {
+    if (s.size() > max_len) {
+      fail(f.value_at, f.path,
+           "too long (" + std::to_string(s.size()) + " characters, at most " + std::to_string(max_len) + ")");
+    }
+    for (char c : s) {
+      if (c < 0x20 || c > 0x7e) fail(f.value_at, f.path, "only printable ASCII characters are allowed");
+    }
+    if (s.front() == ' ' || s.back() == ' ') {
+      fail(f.value_at, f.path, "must not begin or end with a space (the wire format pads with spaces)");
+    }
+  }
+
+  void check_nqn(SourceLocation at, const std::string& field, const std::string& nqn) const {
+    if (auto problem = nqn_problem(nqn)) fail(at, field, "invalid NQN " + in_quotes(nqn) + ": " + *problem);
+  }
+
+  ListenerConfig parse_listener(const YAML::Node& node, const std::string& path);
+  SubsystemConfig parse_subsystem(const YAML::Node& node, const std::string& path);
+  NamespaceConfig parse_namespace(const YAML::Node& node, const std::string& path);
+  QueueLimits parse_limits(const Field& f);
+  void check_listeners(const TargetConfig& config, const Field& f) const;
+  void check_namespaces_across_subsystems(const TargetConfig& config) const;
+
+  std::string file_;
+  std::string_view text_;
+  std::vector<std::string> warnings_;
+};
+
+TargetConfig Parser::parse() {
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(text_));
+  } catch (const YAML::Exception& e) {
+    fail(location_of(e.mark), "", "invalid YAML: " + e.msg);
+  }
+  if (root.IsNull()) fail({1, 1}, "", "the configuration is empty (at least `listeners` is required)");
+  if (!root.IsMap()) {
+    fail(location_of(root.Mark()), "",
+         std::string("expected a mapping of settings at the top level, got a ") + node_kind(root));
+  }
+  Mapping top(*this, root, "", location_of(root.Mark()),
+              {"listeners", "subsystems", "reactors", "log_level", "limits"});
+
+  TargetConfig config;
+  config.source = file_;
+
+  const Field& listeners = top.require("listeners", "a list of listeners");
+  auto listener_nodes = sequence(listeners);
+  if (listener_nodes.empty()) fail(listeners.value_at, listeners.path, "at least one listener is required");
+  for (std::size_t i = 0; i < listener_nodes.size(); ++i) {
+    config.listeners.push_back(parse_listener(listener_nodes[i], listeners.path + "[" + std::to_string(i) + "]"));
+  }
+
+  if (const Field* f = top.find("subsystems")) {
+    auto nodes = sequence(*f);
+    std::map<std::string, int> first_line;  // NQN -> line
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      std::string path = f->path + "[" + std::to_string(i) + "]";
+      SubsystemConfig sub = parse_subsystem(nodes[i], path);
+      auto [it, inserted] = first_line.emplace(sub.nqn, sub.nqn_at.line);
+      if (!inserted) {
+        fail(sub.nqn_at, path + ".nqn",
+             "duplicate subsystem NQN " + in_quotes(sub.nqn) + " (first at line " + std::to_string(it->second) + ")");
+      }
+      config.subsystems.push_back(std::move(sub));
+    }
+    if (nodes.empty()) warn(f->value_at, f->path, "no subsystems: only discovery will be served");
+  } else {
+    warn(top.at(), "subsystems", "no subsystems: only discovery will be served");
+  }
+
+  check_listeners(config, listeners);
+  check_namespaces_across_subsystems(config);
+
+  if (const Field* f = top.find("reactors")) {
+    config.reactors = static_cast<unsigned>(integer(*f, 0, kMaxReactors));
+    unsigned cpus = std::thread::hardware_concurrency();
+    if (cpus != 0 && config.reactors > cpus) {
+      warn(f->value_at, f->path,
+           std::to_string(config.reactors) + " reactors on " + std::to_string(cpus) +
+               " CPUs: busy-polling threads will compete for cores");
+    }
+  }
+  if (const Field* f = top.find("log_level")) {
+    auto level = parse_log_level(scalar(*f, "a log level"));
+    if (!level) fail(f->value_at, f->path, level.error().message);
+    config.log_level = *level;
+  }
+  if (const Field* f = top.find("limits")) config.limits = parse_limits(*f);
+
+  config.warnings = take_warnings();
+  return config;
+}
+
+ListenerConfig Parser::parse_listener(const YAML::Node& node, const std::string& path) {
+  SourceLocation at = location_of(node.Mark());
+  if (!node.IsMap())
+    fail(at, path, std::string("expected a mapping (transport, address, port, role), got a ") + node_kind(node));
+  Mapping m(*this, node, path, at, {"transport", "address", "port", "role"});
+  ListenerConfig l;
+  l.at = at;
+  if (const Field* f = m.find("transport")) {
+    auto type = transport::parse_transport_type(scalar(*f, "tcp or rdma"));
+    if (!type) fail(f->value_at, f->path, type.error().message);
+    l.transport = *type;
+  }
+  if (const Field* f = m.find("role")) {
+    std::string role = scalar(*f, "io or discovery");
+    if (role == "io") {
+      l.role = ListenerRole::io;
+    } else if (role == "discovery") {
+      l.role = ListenerRole::discovery;
+    } else {
+      fail(f->value_at, f->path, "unknown role " + in_quotes(role) + " (expected io or discovery)");
+    }
+  }
+  const Field& address = m.require("address", "an IPv4 or IPv6 address, 0.0.0.0 or :: for all");
+  l.address = string_value(address);
+  l.address_at = address.value_at;
+  if (l.address.size() > 2 && l.address.front() == '[' && l.address.back() == ']') {
+    l.address = l.address.substr(1, l.address.size() - 2);
+  }
+  if (!parse_ip(l.address)) {
+    fail(address.value_at, address.path,
+         in_quotes(l.address) +
+             " is not an IPv4 or IPv6 address (host names are not resolved here; "
+             "0.0.0.0 or \"::\" listens on every address)");
+  }
+  l.port = l.role == ListenerRole::discovery ? transport::kDefaultDiscoveryPort : transport::kDefaultIoPort;
+  l.port_at = at;
+  if (const Field* f = m.find("port")) {
+    l.port = static_cast<uint16_t>(integer(*f, 1, 65535));
+    l.port_at = f->value_at;
+  }
+  return l;
+}
+
+void Parser::check_listeners(const TargetConfig& config, const Field& f) const {
+  const auto& ls = config.listeners;
+  for (std::size_t j = 0; j < ls.size(); ++j) {
+    for (std::size_t i = 0; i < j; ++i) {
+      if (!listeners_overlap(ls[i], ls[j])) continue;
+      std::string path = f.path + "[" + std::to_string(j) + "]";
+      if (ls[i].address == ls[j].address) {
+        fail(ls[j].at, path,
+             "duplicate listener " + endpoint(ls[j]) + " (first at line " + std::to_string(ls[i].at.line) + ")");
+      }
+      fail(ls[j].at, path,
+           endpoint(ls[j]) + " overlaps " + endpoint(ls[i]) + " at line " + std::to_string(ls[i].at.line) +
+               " (a wildcard address already covers the other)");
+    }
+  }
+  bool any_io = std::any_of(ls.begin(), ls.end(), [](const ListenerConfig& l) { return l.role == ListenerRole::io; });
+  if (!any_io && !config.subsystems.empty()) {
+    fail(f.value_at, f.path, "no listener has role io: the subsystems would be unreachable");
+  }
+}
+
+SubsystemConfig Parser::parse_subsystem(const YAML::Node& node, const std::string& path) {
+  SourceLocation at = location_of(node.Mark());
+  if (!node.IsMap())
+    fail(at, path, std::string("expected a mapping (nqn, hosts, namespaces, ...), got a ") + node_kind(node));
+  Mapping m(*this, node, path, at, {"nqn", "serial", "model", "allow_any_host", "hosts", "namespaces"});
+  SubsystemConfig sub;
+  sub.at = at;
+
+  const Field& nqn = m.require("nqn", "the subsystem's NQN, e.g. nqn.2024-11.io.rdmablk:vol1");
+  sub.nqn = string_value(nqn);
+  sub.nqn_at = nqn.value_at;
+  check_nqn(nqn.value_at, nqn.path, sub.nqn);
+  if (sub.nqn == kDiscoveryNqn) fail(nqn.value_at, nqn.path, "this NQN is reserved for the discovery controller");
+
+  if (const Field* f = m.find("serial")) {
+    sub.serial = string_value(*f);
+    check_printable(*f, sub.serial, 20);
+  } else {
+    sub.serial = derive_serial(sub.nqn);
+  }
+  if (const Field* f = m.find("model")) {
+    sub.model = string_value(*f);
+    check_printable(*f, sub.model, 40);
+  }
+  if (const Field* f = m.find("allow_any_host")) sub.allow_any_host = boolean(*f);
+
+  const Field* hosts = m.find("hosts");
+  if (hosts) {
+    auto items = sequence(*hosts);
+    std::map<std::string, int> first_line;
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      std::string item_path = hosts->path + "[" + std::to_string(i) + "]";
+      SourceLocation item_at = missing(items[i]) ? hosts->value_at : location_of(items[i].Mark());
+      Field item{item_path, "", items[i], item_at, item_at};
+      std::string host = string_value(item);
+      check_nqn(item_at, item_path, host);
+      if (host == kDiscoveryNqn) fail(item_at, item_path, "the discovery NQN is not a host NQN");
+      auto [it, inserted] = first_line.emplace(host, item_at.line);
+      if (!inserted) {
+        fail(item_at, item_path, "duplicate host NQN (first at line " + std::to_string(it->second) + ")");
+      }
+      sub.hosts.push_back(std::move(host));
+    }
+  }
+  if (!sub.allow_any_host && sub.hosts.empty()) {
+    fail(hosts ? hosts->value_at : at, path + ".hosts",
+         "no host may connect: list host NQNs under hosts, or set allow_any_host: true");
+  }
+  if (sub.allow_any_host && !sub.hosts.empty()) {
+    warn(hosts->key_at, hosts->path, "ignored: allow_any_host is true, so any host may connect");
+  }
+
+  if (const Field* f = m.find("namespaces")) {
+    auto items = sequence(*f);
+    std::map<uint32_t, int> first_line;  // NSID -> line
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      std::string ns_path = f->path + "[" + std::to_string(i) + "]";
+      NamespaceConfig ns = parse_namespace(items[i], ns_path);
+      if (!ns.uuid_configured) ns.uuid = derive_uuid(sub.nqn, ns.nsid);
+      if (!ns.nguid_configured) ns.nguid = derive_nguid(sub.nqn, ns.nsid);
+      auto [it, inserted] = first_line.emplace(ns.nsid, ns.nsid_at.line);
+      if (!inserted) {
+        fail(ns.nsid_at, ns_path + ".nsid",
+             "duplicate NSID " + std::to_string(ns.nsid) + " (first at line " + std::to_string(it->second) + ")");
+      }
+      sub.namespaces.push_back(std::move(ns));
+    }
+    if (items.empty()) warn(f->value_at, f->path, "no namespaces: hosts will see an empty subsystem");
+  } else {
+    warn(at, path + ".namespaces", "no namespaces: hosts will see an empty subsystem");
+  }
+  return sub;
+}
+
+NamespaceConfig Parser::parse_namespace(const YAML::Node& node, const std::string& path) {
+  SourceLocation at = location_of(node.Mark());
+  if (!node.IsMap()) fail(at, path, std::string("expected a mapping (nsid, backend, ...), got a ") + node_kind(node));
+  Mapping m(*this, node, path, at,
+            {"nsid", "backend", "path", "size", "block_size", "direct", "read_only", "uuid", "nguid"});
+  NamespaceConfig ns;
+  ns.at = at;
+
+  const Field& nsid = m.require("nsid", "1..4294967294");
+  ns.nsid = integer32(nsid, 1, kMaxNsid);
+  ns.nsid_at = nsid.value_at;
+
+  const Field& backend = m.require("backend", "file, ram or null");
+  std::string kind = scalar(backend, "file, ram or null");
+  if (kind == "file") {
+    ns.backend = BackendKind::file;
+  } else if (kind == "ram") {
+    ns.backend = BackendKind::ram;
+  } else if (kind == "null") {
+    ns.backend = BackendKind::null;
+  } else {
+    fail(backend.value_at, backend.path, "unknown backend " + in_quotes(kind) + " (expected file, ram or null)");
+  }
+
+  const Field* path_field = m.find("path");
+  if (ns.backend == BackendKind::file) {
+    const Field& p = m.require("path", "the file or block device that holds the namespace");
+    ns.path = string_value(p);
+    ns.path_at = p.value_at;
+  } else if (path_field) {
+    fail(path_field->key_at, path_field->path,
+         std::string("path applies only to backend: file (a ") + backend_kind_name(ns.backend) +
+             " namespace keeps no data on disk)");
+  }
+
+  if (const Field* f = m.find("block_size")) {
+    uint64_t bs = integer(*f, 0, UINT64_MAX);
+    if (bs < 512 || bs > 65536 || (bs & (bs - 1)) != 0) {
+      fail(f->value_at, f->path, "block size " + std::to_string(bs) + " is not a power of two in [512, 65536]");
+    }
+    ns.block_size = static_cast<uint32_t>(bs);
+  } else if (ns.backend != BackendKind::file) {
+    ns.block_size = 512;
+  }
+
+  const Field* size = m.find("size");
+  if (size) {
+    ns.size = size_value(*size, 0, UINT64_MAX);
+    ns.size_at = size->value_at;
+    if (ns.size == 0) fail(size->value_at, size->path, "size must be greater than 0 (omit it to use the file's size)");
+    uint32_t bs = ns.block_size ? ns.block_size : 512;
+    if (ns.size % bs != 0) {
+      fail(size->value_at, size->path,
+           "size " + std::to_string(ns.size) + " is not a multiple of the block size " + std::to_string(bs));
+    }
+  } else if (ns.backend != BackendKind::file) {
+    fail(at, path + ".size", std::string("missing (required for backend: ") + backend_kind_name(ns.backend) + ")");
+  }
+
+  if (const Field* f = m.find("direct")) {
+    ns.direct = boolean(*f);
+    if (ns.backend != BackendKind::file) {
+      warn(f->key_at, f->path, std::string("has no effect with backend: ") + backend_kind_name(ns.backend));
+    }
+  }
+  if (const Field* f = m.find("read_only")) ns.read_only = boolean(*f);
+
+  if (const Field* f = m.find("uuid")) {
+    std::string text = scalar(*f, "a UUID such as 3f2504e0-4f89-11d3-9a0c-0305e82c3301");
+    auto id = is_canonical_uuid(text) ? parse_hex_id(text) : std::nullopt;
+    if (!id) fail(f->value_at, f->path, in_quotes(text) + " is not a UUID (8-4-4-4-12 hex digits)");
+    if (all_zero(*id)) fail(f->value_at, f->path, "the nil UUID is not a namespace identifier");
+    ns.uuid = *id;
+    ns.uuid_configured = true;
+  }
+  if (const Field* f = m.find("nguid")) {
+    std::string text = scalar(*f, "32 hex digits");
+    auto id = parse_hex_id(text);
+    if (!id) fail(f->value_at, f->path, in_quotes(text) + " is not an NGUID (32 hex digits, dashes allowed)");
+    if (all_zero(*id)) fail(f->value_at, f->path, "an all-zero NGUID means 'none'; omit the key instead");
+    ns.nguid = *id;
+    ns.nguid_configured = true;
+  }
+  return ns;
+}
+
+void Parser::check_namespaces_across_subsystems(const TargetConfig& config) const {
+  struct Seen {
+    std::string where;  // "subsystems[0].namespaces[1] at line 12"
+    bool read_only;
+  };
+  std::map<std::string, Seen> paths;
+  std::map<std::array<uint8_t, 16>, std::string> uuids, nguids;
+  for (std::size_t s = 0; s < config.subsystems.size(); ++s) {
+    const auto& sub = config.subsystems[s];
+    for (std::size_t n = 0; n < sub.namespaces.size(); ++n) {
+      const auto& ns = sub.namespaces[n];
+      std::string path = "subsystems[" + std::to_string(s) + "].namespaces[" + std::to_string(n) + "]";
+      std::string where = path + " at line " + std::to_string(ns.at.line);
+      if (ns.backend == BackendKind::file) {
+        std::string key = std::filesystem::path(ns.path).lexically_normal().string();
+        auto [it, inserted] = paths.emplace(key, Seen{where, ns.read_only});
+        if (!inserted && !(ns.read_only && it->second.read_only)) {
+          fail(ns.path_at, path + ".path",
+               in_quotes(ns.path) + " already backs " + it->second.where +
+                   " (two writable namespaces on one file would corrupt each other)");
+        }
+      }
+      auto [u, u_new] = uuids.emplace(ns.uuid, where);
+      if (!u_new) fail(ns.at, path + ".uuid", "UUID " + format_uuid(ns.uuid) + " is also used by " + u->second);
+      auto [g, g_new] = nguids.emplace(ns.nguid, where);
+      if (!g_new) fail(ns.at, path + ".nguid", "NGUID " + hex_id(ns.nguid) + " is also used by " + g->second);
+    }
+  }
+}
+
+QueueLimits Parser::parse_limits(const Field& f) {
+  Mapping m(*this, f.value, f.path, f.value_at,
+            {"io_queue_depth", "admin_queue_depth", "max_io_queues", "max_io_size", "admin_inline_data",
+             "io_inline_data", "keep_alive"});
+  QueueLimits limits;
+  if (const Field* x = m.find("io_queue_depth")) limits.io_queue_depth = integer32(*x, 2, 1024);
+  if (const Field* x = m.find("admin_queue_depth")) limits.admin_queue_depth = integer32(*x, 32, 1024);
+  if (const Field* x = m.find("max_io_queues")) limits.max_io_queues = integer32(*x, 1, 65535);
+  if (const Field* x = m.find("max_io_size")) {
+    limits.max_io_size = static_cast<uint32_t>(size_value(*x, 4096, 64u << 20));
+    if ((limits.max_io_size & (limits.max_io_size - 1)) != 0) {
+      fail(x->value_at, x->path,
+           std::to_string(limits.max_io_size) + " is not a power of two (MDTS is a power of two of 4 KiB pages)");
+    }
+  }
+  auto inline_size = [&](const Field& x, uint32_t min) {
+    auto v = static_cast<uint32_t>(size_value(x, min, kMaxInlineData));
+    if (v % 16 != 0) {
+      fail(x.value_at, x.path, std::to_string(v) + " is not a multiple of 16 (capsule sizes are in 16-byte units)");
+    }
+    return v;
+  };
+  if (const Field* x = m.find("admin_inline_data")) {
+    // The Linux NVMe/TCP host sends the 1 KiB Connect data in-capsule and sizes it for 8 KiB.
+    limits.admin_inline_data = inline_size(*x, 8192);
+  }
+  if (const Field* x = m.find("io_inline_data")) limits.io_inline_data = inline_size(*x, 0);
+
+  if (const Field* ka = m.find("keep_alive")) {
+    Mapping k(*this, ka->value, ka->path, ka->value_at, {"discovery_timeout_ms", "max_timeout_ms", "traffic_based"});
+    auto& out = limits.keep_alive;
+    if (const Field* x = k.find("max_timeout_ms")) out.max_timeout_ms = integer32(*x, 1000, 86'400'000);
+    if (const Field* x = k.find("discovery_timeout_ms")) {
+      out.discovery_timeout_ms = integer32(*x, 1000, 86'400'000);
+      if (out.discovery_timeout_ms > out.max_timeout_ms) {
+        fail(
+            x->value_at, x->path,
+            std::to_string(out.discovery_timeout_ms) + " exceeds max_timeout_ms " + std::to_string(out.max_timeout_ms));
+      }
+    }
+    if (const Field* x = k.find("traffic_based")) out.traffic_based = boolean(*x);
+  }
+  return limits;
+}
+
+std::string errno_text(int err) { return std::strerror(err); }
+
+Result<void> check_namespace_file(const TargetConfig& config, const NamespaceConfig& ns, const std::string& field) {
+  auto error = [&](SourceLocation at, const std::string& f, const std::string& problem, int err = 0) {
+    return make_error(format_message(config.source, at, f, problem), err);
+  };
+  const std::string& p = ns.path;
+  struct stat st {};
+  if (::stat(p.c_str(), &st) != 0) {
+    int err = errno;
+    if (err != ENOENT) return error(ns.path_at, field + ".path", "cannot access " + p + ": " + errno_text(err), err);
+    if (ns.size == 0) {
+      return error(ns.path_at, field + ".path", p + " does not exist and no size is given to create it", ENOENT);
+    }
+    if (ns.read_only) {
+      return error(ns.path_at, field + ".path", p + " does not exist (a read-only namespace is never created)", ENOENT);
+    }
+    std::filesystem::path parent = std::filesystem::path(p).parent_path();
+    if (parent.empty()) parent = ".";
+    struct stat dir {};
+    if (::stat(parent.c_str(), &dir) != 0 || !S_ISDIR(dir.st_mode)) {
+      return error(ns.path_at, field + ".path",
+                   "cannot create " + p + ": directory " + parent.string() + " does not exist", ENOENT);
+    }
+    if (::access(parent.c_str(), W_OK | X_OK) != 0) {
+      int e = errno;
+      return error(ns.path_at, field + ".path", "cannot create " + p + ": " + parent.string() + ": " + errno_text(e),
+                   e);
+    }
+    return {};
+  }
+  if (S_ISDIR(st.st_mode)) return error(ns.path_at, field + ".path", p + " is a directory", EISDIR);
+  if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode)) {
+    return error(ns.path_at, field + ".path", p + " is neither a regular file nor a block device", EINVAL);
+  }
+  if (::access(p.c_str(), ns.read_only ? R_OK : R_OK | W_OK) != 0) {
+    int e = errno;
+    return error(ns.path_at, field + ".path",
+                 std::string("cannot open ") + p + (ns.read_only ? " for reading: " : " for reading and writing: ") +
+                     errno_text(e),
+                 e);
+  }
+  uint64_t existing = static_cast<uint64_t>(st.st_size);
+  if (S_ISBLK(st.st_mode)) {
+    int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
+    uint64_t bytes = 0;
+    if (fd >= 0 && ::ioctl(fd, BLKGETSIZE64, &bytes) == 0) existing = bytes;
+    if (fd >= 0) ::close(fd);
+    if (ns.size > existing && existing != 0) {
+      return error(ns.size_at, field + ".size",
+                   "size " + format_size(ns.size) + " exceeds the device " + p + " (" + format_size(existing) + ")",
+                   EINVAL);
+    }
+    return {};
+  }
+  if (ns.size == 0) {
+    uint32_t bs = ns.block_size ? ns.block_size : 512;
+    if (existing == 0) return error(ns.path_at, field + ".path", p + " is empty and no size is given", EINVAL);
+    if (existing % bs != 0) {
+      return error(
+          ns.path_at, field + ".path",
+          p + " is " + std::to_string(existing) + " bytes, not a multiple of the block size " + std::to_string(bs),
+          EINVAL);
+    }
+  } else if (ns.read_only && ns.size > existing) {
+    return error(ns.size_at, field + ".size",
+                 "size " + format_size(ns.size) + " exceeds " + p + " (" + format_size(existing) +
+                     ") and a read-only namespace cannot grow it",
+                 EINVAL);
+  }
+  return {};
+}
+
+Result<void> check_listener_port(const TargetConfig& config, const ListenerConfig& l, const std::string& field) {
+  auto ip = parse_ip(l.address);
+  if (!ip) return make_error(format_message(config.source, l.address_at, field + ".address", "not an IP address"));
+  int fd = ::socket(ip->family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    int e = errno;
+    return make_error(format_message(config.source, l.address_at, field + ".address",
+                                     "cannot open a socket for " + endpoint(l) + ": " + errno_text(e)),
+                      e);
+  }
+  int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  int rc;
+  if (ip->family == AF_INET) {
+    sockaddr_in sa{};
+    sa.sin_family = AF_INET;
+    sa.sin_port = htons(l.port);
+    std::memcpy(&sa.sin_addr, ip->bytes.data(), 4);
+    rc = ::bind(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof sa);
+  } else {
+    sockaddr_in6 sa{};
+    sa.sin6_family = AF_INET6;
+    sa.sin6_port = htons(l.port);
+    std::memcpy(&sa.sin6_addr, ip->bytes.data(), 16);
+    rc = ::bind(fd, reinterpret_cast<const sockaddr*>(&sa), sizeof sa);
+  }
+  int e = rc == 0 ? 0 : errno;
+  ::close(fd);
+  switch (e) {
+    case 0:
+      return {};
+    case EADDRINUSE:
+      return make_error(format_message(config.source, l.port_at, field + ".port", endpoint(l) + " is already in use"),
+                        e);
+    case EADDRNOTAVAIL:
+      return make_error(format_message(config.source, l.address_at, field + ".address",
+                                       l.address + " is not an address of this host"),
+                        e);
+    case EACCES:
+      return make_error(
+          format_message(config.source, l.port_at, field + ".port",
+                         "port " + std::to_string(l.port) + " is below 1024 and needs CAP_NET_BIND_SERVICE"),
+          e);
+    default:
+      return make_error(format_message(config.source, l.port_at, field + ".port",
+                                       "cannot bind " + endpoint(l) + ": " + errno_text(e)),
+                        e);
+  }
+}
+
+}  // namespace
+
+// --- public API ------------------------------------------------------------------------------------
+
+Result<TargetConfig> parse_config(std::string_view yaml_text, const std::string& name_for_messages) {
+  Parser parser(name_for_messages, yaml_text);
+  try {
+    return parser.parse();
+  } catch (const ParseFailure& failure) {
+    return make_error(failure.message, EINVAL);
+  } catch (const YAML::Exception& e) {  // a yaml-cpp surprise: still one line naming the file
+    return make_error(format_message(name_for_messages, location_of(e.mark), "", e.msg), EINVAL);
+  }
+}
+
+Result<TargetConfig> load_config(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    int e = errno;
+    return make_error(path + ": cannot read the configuration: " + errno_text(e), e);
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) {
+    int e = errno;
+    return make_error(path + ": cannot read the configuration: " + errno_text(e), e);
+  }
+  auto config = parse_config(text.str(), path);
+  if (!config) return config;
+  std::error_code ec;
+  std::filesystem::path base = std::filesystem::absolute(path, ec).parent_path();
+  for (auto& sub : config->subsystems) {
+    for (auto& ns : sub.namespaces) {
+      if (ns.backend == BackendKind::file && std::filesystem::path(ns.path).is_relative()) {
+        ns.path = (base / ns.path).lexically_normal().string();
+      }
+    }
+  }
+  return config;
+}
+
+Result<void> validate_environment(const TargetConfig& config, EnvironmentChecks checks) {
+  for (std::size_t s = 0; s < config.subsystems.size(); ++s) {
+    const auto& sub = config.subsystems[s];
+    for (std::size_t n = 0; n < sub.namespaces.size(); ++n) {
+      const auto& ns = sub.namespaces[n];
+      if (ns.backend != BackendKind::file) continue;
+      auto ok = check_namespace_file(config, ns,
+                                     "subsystems[" + std::to_string(s) + "].namespaces[" + std::to_string(n) + "]");
+      if (!ok) return ok;
+    }
+  }
+  for (std::size_t i = 0; checks.ports && i < config.listeners.size(); ++i) {
+    const auto& l = config.listeners[i];
+    if (l.transport != transport::TransportType::tcp) continue;  // rdma_cm is checked when it binds
+    auto ok = check_listener_port(config, l, "listeners[" + std::to_string(i) + "]");
+    if (!ok) return ok;
+  }
+  return {};
+}
+
+std::size_t namespace_count(const TargetConfig& config) noexcept {
+  std::size_t n = 0;
+  for (const auto& sub : config.subsystems) n += sub.namespaces.size();
+  return n;
+}
+
+std::string describe(const TargetConfig& config) {
+  std::string out =
+      std::to_string(config.listeners.size()) + (config.listeners.size() == 1 ? " listener (" : " listeners (");
+  for (std::size_t i = 0; i < config.listeners.size(); ++i) {
+    const auto& l = config.listeners[i];
+    out += (i ? ", " : "") + endpoint(l) + (l.role == ListenerRole::discovery ? " discovery" : "");
+  }
+  out +=
+      "), " + std::to_string(config.subsystems.size()) + (config.subsystems.size() == 1 ? " subsystem" : " subsystems");
+  std::size_t n = namespace_count(config);
+  out += ", " + std::to_string(n) + (n == 1 ? " namespace" : " namespaces");
+  out += ", reactors " + (config.reactors ? std::to_string(config.reactors) : std::string("auto"));
+  out += ", log " + std::string(spdlog::level::to_string_view(config.log_level).data(),
+                                spdlog::level::to_string_view(config.log_level).size());
+  const auto& q = config.limits;
+  out += ", queues " + std::to_string(q.max_io_queues) + "x" + std::to_string(q.io_queue_depth) + ", max I/O " +
+         format_size(q.max_io_size) + ", inline " + format_size(q.admin_inline_data) + "/" +
+         format_size(q.io_inline_data);
+  return out;
+}
+
+Result<uint64_t> parse_size(std::string_view text) {
+  std::string_view s = text;
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  auto bad = [&](const std::string& why) { return make_error("invalid size " + in_quotes(text) + ": " + why, EINVAL); };
+  if (s.empty()) return bad("empty");
+  if (s.front() == '-') return bad("must not be negative");
+  std::size_t digits = 0;
+  while (digits < s.size() && std::isdigit(static_cast<unsigned char>(s[digits]))) ++digits;
+  if (digits == 0) return bad("expected a number of bytes, optionally followed by a unit (K, M, G, T, P or KiB...)");
+  uint64_t value = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + digits, value);
+  if (ec == std::errc::result_out_of_range) return bad("too large");
+  std::string_view unit = s.substr(digits);
+  while (!unit.empty() && unit.front() == ' ') unit.remove_prefix(1);
+  if (!unit.empty() && (unit.front() == '.' || unit.front() == ',')) {
+    return bad("fractions are not supported (write 1536MiB rather than 1.5GiB)");
+  }
+  std::string u = lower(unit);
+  unsigned shift = 0;
+  if (u.empty() || u == "b") {
+    shift = 0;
+  } else {
+    static constexpr std::string_view kPrefixes = "kmgtp";
+    auto pos = kPrefixes.find(u[0]);
+    std::string rest = u.substr(1);
+    if (pos == std::string_view::npos || !(rest.empty() || rest == "ib" || rest == "b")) {
+      return bad("unknown unit " + in_quotes(unit) + " (expected K, M, G, T, P, KiB, MiB, GiB, TiB or PiB)");
+    }
+    if (rest == "b") {
+      std::string suggestion = std::string(1, static_cast<char>(std::toupper(static_cast<unsigned char>(u[0])))) + "iB";
+      return bad("ambiguous unit " + in_quotes(unit) + " (write " + suggestion +
+                 " for 1024-based units, or a byte count)");
+    }
+    shift = 10 * static_cast<unsigned>(pos + 1);
+  }
+  if (shift && value > (UINT64_MAX >> shift)) return bad("too large");
+  return value << shift;
+}
+
+std::string format_size(uint64_t bytes) {
+  static constexpr const char* kUnits[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  unsigned unit = 0;
+  uint64_t v = bytes;
+  while (unit < 5 && v >= 1024 && v % 1024 == 0) {
+    v /= 1024;
+    ++unit;
+  }
+  return std::to_string(v) + " " + kUnits[unit];
+}
+
+backend::FileOptions file_options(const NamespaceConfig& ns) {
+  backend::FileOptions o;
+  o.path = ns.path;
+  o.size = ns.size;
+  o.block_size = ns.block_size;
+  o.direct = ns.direct;
+  o.read_only = ns.read_only;
+  return o;
+}
+
+backend::MemoryOptions memory_options(const NamespaceConfig& ns) {
+  backend::MemoryOptions o;
+  o.size = ns.size;
+  o.block_size = ns.block_size ? ns.block_size : 512;
+  o.read_only = ns.read_only;
+  return o;
+}
+
+std::string derive_serial(std::string_view subsystem_nqn) {
+  uint64_t h = mix64(fnv1a64("serial:" + std::string(subsystem_nqn)));
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out(16, '0');
+  for (unsigned i = 0; i < 16; ++i) out[i] = kHex[(h >> (60 - 4 * i)) & 15];
+  return out;
+}
+
+std::array<uint8_t, 16> derive_uuid(std::string_view subsystem_nqn, uint32_t nsid) {
+  auto id = derive_id("uuid", subsystem_nqn, nsid);
+  id[6] = static_cast<uint8_t>((id[6] & 0x0F) | 0x80);  // version 8: custom (RFC 9562)
+  id[8] = static_cast<uint8_t>((id[8] & 0x3F) | 0x80);  // variant 10
+  return id;
+}
+
+std::array<uint8_t, 16> derive_nguid(std::string_view subsystem_nqn, uint32_t nsid) {
+  return derive_id("nguid", subsystem_nqn, nsid);
+}
+
+std::string format_uuid(const std::array<uint8_t, 16>& uuid) {
+  std::string hex = hex_id(uuid);
+  return hex.substr(0, 8) + "-" + hex.substr(8, 4) + "-" + hex.substr(12, 4) + "-" + hex.substr(16, 4) + "-" +
+         hex.substr(20);
+}
+
+}  // namespace rdmablk::target

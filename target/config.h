@@ -1,0 +1,164 @@
+// The target's YAML configuration: the model, the parser and its validation.
+//
+// Parsing is pure (text in, TargetConfig or one error out) so that every rule is testable without a
+// file system or a network; validate_environment() does the checks that look at the machine (files
+// that must exist, ports that must be free). Every error is one line:
+//
+//     FILE:LINE:COL: FIELD: problem
+//
+// e.g. "/etc/rdmablk/target.yaml:14:7: subsystems[0].namespaces[1].nsid: duplicate NSID 1 (first at
+// line 9)". Line and column are 1-based. configs/target.yaml documents every key and its default.
+//
+// Listener model: as in Linux nvmet, every listener serves the discovery controller
+// (nqn.2014-08.org.nvmexpress.discovery) - `nvme discover -t rdma` connects to 4420 - and an `io`
+// listener also serves every subsystem and is what the discovery log lists. A `discovery` listener
+// (conventionally TCP port 8009) serves the discovery controller only and is never listed as a path to
+// a subsystem.
+#pragma once
+
+#include <spdlog/common.h>
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backend/backend.h"
+#include "protocol/result.h"
+#include "transport/address.h"
+
+namespace rdmablk::target {
+
+inline constexpr const char* kDefaultConfigPath = "/etc/rdmablk/target.yaml";
+
+// Where a value came from in the YAML file (1-based); line 0 = not from a file (a default).
+struct SourceLocation {
+  int line = 0;
+  int column = 0;
+};
+
+enum class ListenerRole : uint8_t {
+  io,         // the subsystems and the discovery controller; listed in the discovery log
+  discovery,  // the discovery controller only
+};
+const char* listener_role_name(ListenerRole r) noexcept;  // "io" / "discovery"
+
+struct ListenerConfig {
+  transport::TransportType transport = transport::TransportType::tcp;
+  std::string address;                        // an IPv4 or IPv6 literal; 0.0.0.0 / :: = every local address
+  uint16_t port = transport::kDefaultIoPort;  // default 4420, or 8009 for role: discovery
+  ListenerRole role = ListenerRole::io;
+
+  SourceLocation at;          // the listener's mapping
+  SourceLocation address_at;  // its `address` value
+  SourceLocation port_at;     // its `port` value (or the mapping when defaulted)
+};
+
+enum class BackendKind : uint8_t { file, ram, null };
+const char* backend_kind_name(BackendKind k) noexcept;  // "file" / "ram" / "null"
+
+struct NamespaceConfig {
+  uint32_t nsid = 0;  // 1..0xFFFFFFFE, unique within its subsystem
+  BackendKind backend = BackendKind::file;
+  std::string path;         // file: a regular file or a block device; load_config() makes it absolute
+                            // (relative to the config file's directory)
+  uint64_t size = 0;        // bytes; file: 0 = the existing file's size (a missing file is created sparse
+                            // when size > 0); ram/null: required
+  uint32_t block_size = 0;  // a power of two in [512, 65536]; 0 (file only) = the device's logical
+                            // block size, 512 for a regular file; ram/null default 512
+  bool direct = true;       // file: O_DIRECT
+  bool read_only = false;
+  std::array<uint8_t, 16> uuid{};   // as configured, else derived from (subsystem NQN, NSID)
+  std::array<uint8_t, 16> nguid{};  // likewise: stable across restarts
+  bool uuid_configured = false;
+  bool nguid_configured = false;
+
+  SourceLocation at;       // the namespace's mapping
+  SourceLocation nsid_at;  // its `nsid` value
+  SourceLocation path_at;  // its `path` value
+  SourceLocation size_at;  // its `size` value (line 0 when not given)
+};
+
+struct SubsystemConfig {
+  std::string nqn;
+  std::string serial;              // <= 20 printable ASCII; default: 16 hex digits derived from the NQN
+  std::string model = "rdmablk";   // <= 40 printable ASCII
+  bool allow_any_host = false;     // false: only `hosts` may connect (and `hosts` must not be empty)
+  std::vector<std::string> hosts;  // host NQNs
+  std::vector<NamespaceConfig> namespaces;
+
+  SourceLocation at;      // the subsystem's mapping
+  SourceLocation nqn_at;  // its `nqn` value
+};
+
+struct KeepAliveConfig {
+  // KATO applied when a host connects to the discovery controller with KATO 0 (nvmet: 120 s).
+  uint32_t discovery_timeout_ms = 120'000;
+  // A larger KATO asked for in Connect or Set Features is clamped to this.
+  uint32_t max_timeout_ms = 3'600'000;
+  // CTRATT.TBKAS: any command resets the timer, not only Keep Alive (avoids spurious expiries under
+  // load; the Linux host then sends Keep Alive every KATO/4 only when idle).
+  bool traffic_based = true;
+};
+
+struct QueueLimits {
+  uint32_t io_queue_depth = 128;      // entries per I/O queue (CAP.MQES + 1), 2..1024
+  uint32_t admin_queue_depth = 32;    // entries on the admin queue, 32..1024 (the Linux host uses 32)
+  uint32_t max_io_queues = 64;        // I/O queues per controller (Set Features Number of Queues)
+  uint32_t max_io_size = 1u << 20;    // bytes per command, a power of two >= 4096 (MDTS derives from it)
+  uint32_t admin_inline_data = 8192;  // in-capsule data on the admin queue; the Linux TCP host sends
+                                      // Connect data in-capsule and assumes 8 KiB
+  uint32_t io_inline_data = 16384;    // in-capsule data on I/O queues (IOCCSZ = (64 + this) / 16)
+  KeepAliveConfig keep_alive;
+};
+
+struct TargetConfig {
+  std::string source;  // the file name used in messages
+  std::vector<ListenerConfig> listeners;
+  std::vector<SubsystemConfig> subsystems;
+  unsigned reactors = 0;  // reactor threads; 0 = one per online CPU
+  spdlog::level::level_enum log_level = spdlog::level::info;
+  QueueLimits limits;
+  // Things that are allowed but probably not meant (logged at startup), each "FILE:LINE:COL: ...".
+  std::vector<std::string> warnings;
+};
+
+// Reads and parses `path`, then makes relative namespace paths absolute (relative to the file's
+// directory). Does not look at namespace files or ports: see validate_environment().
+Result<TargetConfig> load_config(const std::string& path);
+
+// Parses YAML text; `name_for_messages` is the FILE part of error messages.
+Result<TargetConfig> parse_config(std::string_view yaml_text, const std::string& name_for_messages);
+
+// The checks that depend on this machine: every file namespace's path exists or can be created (a
+// missing file needs a size), is not a directory, is accessible; every TCP listener's address:port
+// can be bound (tried with SO_REUSEADDR and released at once). RDMA listeners are not checked.
+struct EnvironmentChecks {
+  bool ports = true;  // off for a reload: the running daemon holds its ports
+};
+Result<void> validate_environment(const TargetConfig& config, EnvironmentChecks checks = {});
+
+// One line for the startup log: listeners, subsystems, namespaces, reactors, log level.
+std::string describe(const TargetConfig& config);
+
+// "1073741824", "1GiB", "512M", "4 KiB": a byte count with an optional binary unit (K, M, G, T, P with
+// or without "iB", any case; "B" alone = bytes). "GB" and friends are refused as ambiguous.
+Result<uint64_t> parse_size(std::string_view text);
+// 268435456 -> "256 MiB"; a size that is not a whole number of its largest unit stays in bytes.
+std::string format_size(uint64_t bytes);
+
+// Total namespaces across subsystems.
+std::size_t namespace_count(const TargetConfig& config) noexcept;
+
+// The backend options a namespace maps onto.
+backend::FileOptions file_options(const NamespaceConfig& ns);
+backend::MemoryOptions memory_options(const NamespaceConfig& ns);
+
+// The derivations used for defaults (exposed for tests and for tools that must agree with them).
+std::string derive_serial(std::string_view subsystem_nqn);
+std::array<uint8_t, 16> derive_uuid(std::string_view subsystem_nqn, uint32_t nsid);
+std::array<uint8_t, 16> derive_nguid(std::string_view subsystem_nqn, uint32_t nsid);
+std::string format_uuid(const std::array<uint8_t, 16>& uuid);  // 8-4-4-4-12 lower-case hex
+
+}  // namespace rdmablk::target
