@@ -1,14 +1,17 @@
-// rdmablk: the initiator tool. Subcommands (discover, identify, connect, bench, ...) arrive with the
-// transport issues; the foundation provides the command line skeleton.
-#include <CLI/CLI.hpp>
+// rdmablk: the initiator tool (discover, identify, bench). The command line lives in initiator/cli.cpp;
+// this file only plugs in the real transports.
+#include <unistd.h>
 
-#include <cstdio>
+#include <iostream>
+
+#include "initiator/cli.h"
+#include "transport/host_queue.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"rdmablk: NVMe over Fabrics initiator (discover, connect, bench)"};
-  app.set_version_flag("--version", "rdmablk 0.1.0");
-  app.require_subcommand(0, 1);
-  CLI11_PARSE(app, argc, argv);
-  std::puts(app.help().c_str());
-  return 0;
+  rdmablk::initiator::CliEnv env;
+  env.connector = [](const rdmablk::transport::HostQueueOptions& o) { return rdmablk::transport::connect_host_queue(o); };
+  env.out = &std::cout;
+  env.err = &std::cerr;
+  env.progress_tty = ::isatty(STDERR_FILENO) == 1;
+  return rdmablk::initiator::cli_main(argc, argv, env);
 }

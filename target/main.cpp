@@ -1,5 +1,5 @@
-// rdmablk-target: the NVMe-oF target daemon. The foundation provides the command line, the
-// configuration and logging; the target core and transports arrive with the NVMe/TCP and RDMA issues.
+// rdmablk-target: the NVMe-oF target daemon. Exit status: 0 after a clean stop, 1 when it could not
+// start (a port in use, a backend that fails to open), 2 for a configuration that cannot be used.
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
@@ -8,6 +8,7 @@
 #include <string>
 
 #include "target/config.h"
+#include "target/daemon.h"
 #include "target/logging.h"
 
 namespace {
@@ -63,6 +64,11 @@ int main(int argc, char** argv) {
   for (const auto& warning : config->warnings) spdlog::warn("{}", warning);
   spdlog::info("configuration {}: {}", config_path, rdmablk::target::describe(*config));
 
-  spdlog::error("the target core is not built yet (see the NVMe/TCP issue); nothing to serve from {}", config_path);
-  return 1;
+  rdmablk::target::block_daemon_signals();
+  auto daemon = rdmablk::target::Daemon::start(*config, {.config_path = config_path});
+  if (!daemon) {
+    spdlog::error("cannot start: {}", daemon.error().message);
+    return 1;
+  }
+  return (*daemon)->run();
 }

@@ -1,0 +1,99 @@
+// A controller of the dynamic controller model: created by an admin-queue Connect, joined by I/O-queue
+// Connects naming its CNTLID, destroyed when its admin queue goes away or its keep-alive timer expires.
+//
+// Threading: fields marked (mu) are guarded by the core's control-path mutex; the atomics are read by the
+// I/O path without a lock; the error log has its own mutex (errors only).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "protocol/completion.h"
+#include "protocol/log_pages.h"
+#include "protocol/properties.h"
+#include "target/subsystem.h"
+#include "transport/address.h"
+#include "transport/target_queue.h"
+
+namespace rdmablk::target {
+
+class CoreReactor;
+struct CoreQueue;
+
+inline constexpr uint16_t kMinCntlid = 1;
+inline constexpr uint16_t kMaxCntlid = 0xFFEF;
+inline constexpr uint32_t kAsyncEventSlots = 4;  // AERL = 3 (0-based), like nvmet
+inline constexpr uint32_t kErrorLogEntries = 64;  // ELPE = 63
+inline constexpr uint32_t kMaxChangedNamespaces = 1024;
+
+// Bits of Controller::aen_masked: an event type already reported and not yet acknowledged by reading its
+// log page (without RAE); further changes of that type are folded into the log until then (like nvmet).
+inline constexpr uint32_t kAenMaskNamespace = 1u << 0;
+inline constexpr uint32_t kAenMaskDiscovery = 1u << 1;
+
+// Per-queue I/O counters for the SMART log: written by the queue's own thread only (relaxed load + store,
+// no locked instruction), summed by Get Log Page.
+struct IoCounters {
+  std::atomic<uint64_t> read_commands{0};
+  std::atomic<uint64_t> write_commands{0};
+  std::atomic<uint64_t> read_sectors{0};   // 512-byte units
+  std::atomic<uint64_t> write_sectors{0};
+  void add(std::atomic<uint64_t>& c, uint64_t v) noexcept { c.store(c.load(std::memory_order_relaxed) + v, std::memory_order_relaxed); }
+};
+
+struct Controller {
+  uint16_t cntlid = 0;
+  bool discovery = false;
+  std::shared_ptr<Subsystem> subsys;  // null for the discovery controller
+  std::string hostnqn;
+  std::array<uint8_t, 16> hostid{};
+  transport::TransportType trtype = transport::TransportType::tcp;
+  transport::TransportAddress local_address;  // where the admin queue came in (discovery log traddr)
+  CoreReactor* admin_reactor = nullptr;
+
+  // (mu) control state
+  protocol::Cc cc;
+  protocol::Csts csts;
+  uint32_t kato_ms = 0;
+  bool traffic_based_keep_alive = true;
+  bool keep_alive_armed = false;  // a keep-alive check is scheduled  // CTRATT.TBKAS: any command counts as keep-alive
+  uint32_t aec = 0;             // Asynchronous Event Configuration
+  uint16_t io_queues = 0;       // allocated by Set Features Number of Queues (1-based)
+  bool dead = false;
+  std::weak_ptr<CoreQueue> admin_queue;
+  std::vector<std::weak_ptr<CoreQueue>> io_queue_table;  // index qid; [0] unused
+  std::vector<transport::TargetRequest*> aer_requests;  // outstanding AERs (held on the admin queue)
+  std::deque<uint32_t> pending_events;                  // AER completion DW0 values
+  uint32_t aen_masked = 0;
+  std::vector<uint32_t> changed_namespaces;             // for LID 0x04
+  bool changed_overflow = false;
+  uint64_t closed_read_commands = 0, closed_write_commands = 0, closed_read_sectors = 0, closed_write_sectors = 0;
+
+  // Lock-free state read by the data path.
+  std::atomic<bool> ready{false};          // CC.EN = 1 and CSTS.RDY = 1
+  std::atomic<bool> ka_activity{false};    // a command arrived since the last keep-alive check
+  std::atomic<bool> write_cache{true};     // Volatile Write Cache feature; off -> writes go FUA
+
+  // Error information log (LID 0x01): a ring, newest last.
+  std::mutex error_mu;
+  std::array<protocol::ErrorLogEntry, kErrorLogEntries> errors{};  // slot = (error_count - 1) % size
+  uint64_t error_count = 0;
+
+  uint16_t live_io_queue_count() const noexcept;  // (mu)
+  void record_error(uint16_t sqid, uint16_t cid, protocol::Status st, uint32_t nsid, uint8_t opcode,
+                    uint64_t lba = 0) noexcept;
+  void touch_if_traffic_based() noexcept {
+    if (traffic_based_keep_alive) touch();
+  }
+  void touch() noexcept {
+    if (!ka_activity.load(std::memory_order_relaxed)) ka_activity.store(true, std::memory_order_relaxed);
+  }
+};
+
+}  // namespace rdmablk::target

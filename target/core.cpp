@@ -1,0 +1,552 @@
+// Queue lifecycle, dispatch, completion, keep-alive, asynchronous events, reload and shutdown.
+#include "target/core.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include "target/core_internal.h"
+
+namespace rdmablk::target {
+
+using protocol::Status;
+
+std::string ReloadSummary::describe() const {
+  return fmt::format(
+      "subsystems +{} -{}, namespaces +{} -{} ~{}, host lists changed {}, controllers dropped {}, discovery log {}",
+      subsystems_added, subsystems_removed, namespaces_added, namespaces_removed, namespaces_changed,
+      host_lists_changed, controllers_dropped, discovery_changed ? "changed" : "unchanged");
+}
+
+Status check_data(const TargetRequest& req, transport::DataDirection dir, uint32_t needed) noexcept {
+  if (needed == 0) return st::success;
+  const auto accept = req.queue != nullptr && req.queue->transport_type() == transport::TransportType::rdma
+                          ? protocol::SglAccept::rdma
+                          : protocol::SglAccept::tcp;
+  auto sgl = protocol::decode_data_sgl(req.sqe.hdr.dptr, accept);
+  if (!sgl) return st::sgl_descriptor_type_invalid;
+  // In-capsule data only goes host to controller (nvmet: Invalid Field on the opcode).
+  if (sgl->kind == protocol::SglKind::in_capsule && dir == transport::DataDirection::controller_to_host)
+    return st::invalid_field;
+  if (req.data_length != needed) return st::data_sgl_length_invalid;
+  if (dir == transport::DataDirection::controller_to_host && req.data == nullptr) return st::internal_error;
+  return st::success;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Construction
+// ---------------------------------------------------------------------------------------------------------
+
+TargetCore::TargetCore(const TargetConfig& config, std::vector<CoreReactor*> reactors, CoreOptions options)
+    : limits_(config.limits), options_(std::move(options)), reactors_(std::move(reactors)),
+      listeners_(config.listeners) {
+  // A backend queue serves every I/O queue of its reactor for one namespace.
+  const uint64_t depth = std::clamp<uint64_t>(uint64_t{limits_.io_queue_depth} * limits_.max_io_queues, 256, 4096);
+  for (CoreReactor* r : reactors_)
+    reactor_states_.push_back(std::make_unique<ReactorState>(*this, *r, static_cast<unsigned>(depth)));
+  discovery_serial_ = derive_serial(protocol::kDiscoveryNqn);
+}
+
+Result<std::unique_ptr<TargetCore>> TargetCore::create(const TargetConfig& config, std::vector<CoreReactor*> reactors,
+                                                       CoreOptions options) {
+  if (reactors.empty()) return make_error("the target core needs at least one reactor");
+  std::unique_ptr<TargetCore> core(new TargetCore(config, std::move(reactors), std::move(options)));
+  for (const auto& sc : config.subsystems) {
+    auto sub = build_subsystem(sc, core->table_generation_);
+    if (!sub) return tl::unexpected(sub.error());
+    core->subsystems_.emplace(sc.nqn, std::move(*sub));
+  }
+  return core;
+}
+
+TargetCore::~TargetCore() {
+  for (auto& rs : reactor_states_) rs->detach();
+  // Queues the transports never reported closed (the daemon stops reactors first): drop their state.
+  for (auto& w : queues_) {
+    if (auto q = w.lock()) {
+      q->ctrl.reset();
+      q->self.reset();
+    }
+  }
+}
+
+std::size_t TargetCore::controller_count() const {
+  std::lock_guard lock(mu_);
+  return controllers_.size();
+}
+
+uint64_t TargetCore::discovery_generation() const {
+  std::lock_guard lock(mu_);
+  return discovery_genctr_;
+}
+
+ReactorState& TargetCore::reactor_state_for_current_thread() noexcept {
+  for (auto& rs : reactor_states_)
+    if (rs->reactor().on_thread()) return *rs;
+  spdlog::error("target core: a queue was created outside every reactor thread; using the first reactor");
+  return *reactor_states_.front();
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Queue lifecycle
+// ---------------------------------------------------------------------------------------------------------
+
+void TargetCore::on_queue_created(transport::TargetQueue& queue) noexcept {
+  auto q = std::make_shared<CoreQueue>();
+  q->tq = &queue;
+  q->rs = &reactor_state_for_current_thread();
+  q->self = q;
+  queue.core_queue = q.get();
+  std::lock_guard lock(mu_);
+  std::erase_if(queues_, [](const std::weak_ptr<CoreQueue>& w) { return w.expired(); });
+  queues_.push_back(q);
+}
+
+void TargetCore::on_queue_closed(transport::TargetQueue& queue) noexcept {
+  auto* qp = static_cast<CoreQueue*>(queue.core_queue);
+  if (qp == nullptr || qp->closed) return;
+  CoreQueue& q = *qp;
+  q.closed = true;
+  std::vector<TargetRequest*> held;
+  std::vector<std::function<void()>> after;
+  {
+    std::lock_guard lock(mu_);
+    if (auto ctrl = q.ctrl) {
+      if (q.state == QueueState::admin) {
+        held.swap(ctrl->aer_requests);
+        if (!ctrl->dead) {
+          spdlog::info("controller {} ({} on {}): admin queue closed by {}", ctrl->cntlid,
+                       ctrl->discovery ? "discovery" : ctrl->subsys->nqn, ctrl->hostnqn, queue.peer_name());
+          teardown_locked(ctrl, "admin queue closed", after);
+        }
+      } else if (q.state == QueueState::io) {
+        if (q.qid < ctrl->io_queue_table.size()) ctrl->io_queue_table[q.qid].reset();
+        ctrl->closed_read_commands += q.counters.read_commands.load(std::memory_order_relaxed);
+        ctrl->closed_write_commands += q.counters.write_commands.load(std::memory_order_relaxed);
+        ctrl->closed_read_sectors += q.counters.read_sectors.load(std::memory_order_relaxed);
+        ctrl->closed_write_sectors += q.counters.write_sectors.load(std::memory_order_relaxed);
+      }
+    }
+  }
+  for (TargetRequest* r : held) queue.release(*r);
+  for (auto& fn : after) fn();
+  release_queue_if_drained(q);
+}
+
+void TargetCore::release_queue_if_drained(CoreQueue& q) noexcept {
+  // Never touch q.tq here: after the last release() the transport may already have freed it.
+  if (q.closed && q.backend_in_flight == 0 && q.self) {
+    q.ctrl.reset();
+    auto keep = std::move(q.self);  // destroyed at the end of this scope
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Dispatch
+// ---------------------------------------------------------------------------------------------------------
+
+void TargetCore::on_command(TargetRequest& req) noexcept {
+  auto* qp = static_cast<CoreQueue*>(req.queue->core_queue);
+  if (qp == nullptr || qp->closed) {
+    req.queue->release(req);
+    return;
+  }
+  CoreQueue& q = *qp;
+  RequestState& rs = reset_request_state(req);
+  rs.opcode = req.sqe.hdr.opcode;
+  if (req.sqe.hdr.opcode == protocol::kFabricsOpcode) {
+    handle_fabrics(q, req);
+    return;
+  }
+  switch (q.state) {
+    case QueueState::unconnected:
+      finish(req, st::command_sequence_error);  // nothing but Connect before Connect
+      return;
+    case QueueState::admin:
+      handle_admin(q, req);
+      return;
+    case QueueState::io:
+      handle_io(q, req);
+      return;
+  }
+}
+
+void TargetCore::on_data_ready(TargetRequest& req, Status status) noexcept {
+  auto* qp = static_cast<CoreQueue*>(req.queue->core_queue);
+  if (qp == nullptr || qp->closed) {
+    req.queue->release(req);
+    return;
+  }
+  CoreQueue& q = *qp;
+  RequestState& rs = request_state(req);
+  if (!status.ok()) {
+    finish(req, status);
+    return;
+  }
+  switch (rs.stage) {
+    case Stage::connect:
+      connect_with_data(q, req);
+      return;
+    case Stage::write:
+    case Stage::dsm:
+      io_data_ready(q, req, status);
+      return;
+    case Stage::none:
+      break;
+  }
+  finish(req, st::internal_error);
+}
+
+void TargetCore::finish(TargetRequest& req, Status status, uint32_t dw0, bool with_data, uint32_t dw1) noexcept {
+  auto* qp = static_cast<CoreQueue*>(req.queue->core_queue);
+  req.cqe.dw0.set(dw0);
+  req.cqe.dw1.set(dw1);
+  req.cqe.set_status(status);
+  if (!status.ok() && qp != nullptr && qp->ctrl) {
+    const auto& h = req.sqe.hdr;
+    qp->ctrl->record_error(qp->qid, h.cid.get(), status, h.nsid.get(), h.opcode);
+  }
+  if (qp == nullptr || qp->closed) {
+    req.queue->release(req);
+    return;
+  }
+  req.queue->complete(req, with_data && status.ok());
+}
+
+void TargetCore::finish_with_data(TargetRequest& req, std::span<const uint8_t> bytes) noexcept {
+  const std::size_t n = std::min<std::size_t>(bytes.size(), req.data_length);
+  if (n > 0) std::memcpy(req.data, bytes.data(), n);
+  if (req.data_length > n) std::memset(req.data + n, 0, req.data_length - n);
+  finish(req, st::success, 0, req.data_length > 0);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Keep alive
+// ---------------------------------------------------------------------------------------------------------
+
+// The timer runs on the admin queue's reactor every KATO. A command since the previous check (Keep Alive,
+// or any command with traffic based keep alive) re-arms it; none means the host is gone. Like nvmet, the
+// controller therefore goes away between KATO and 2 x KATO after the host's last command.
+void TargetCore::start_keep_alive_locked(const std::shared_ptr<Controller>& ctrl) {
+  if (ctrl->kato_ms == 0 || ctrl->keep_alive_armed || ctrl->dead) return;
+  ctrl->keep_alive_armed = true;
+  std::weak_ptr<Controller> weak = ctrl;
+  ctrl->admin_reactor->schedule(std::chrono::milliseconds(ctrl->kato_ms), [this, weak] { keep_alive_check(weak); });
+}
+
+void TargetCore::keep_alive_check(const std::weak_ptr<Controller>& weak) {
+  auto ctrl = weak.lock();
+  if (!ctrl) return;
+  std::vector<std::function<void()>> after;
+  {
+    std::lock_guard lock(mu_);
+    ctrl->keep_alive_armed = false;
+    if (ctrl->dead || ctrl->kato_ms == 0) return;
+    if (ctrl->ka_activity.exchange(false, std::memory_order_relaxed)) {
+      start_keep_alive_locked(ctrl);
+      return;
+    }
+    spdlog::warn("controller {} ({} on {}): keep-alive timeout ({} ms) expired, tearing it down", ctrl->cntlid,
+                 ctrl->discovery ? std::string(protocol::kDiscoveryNqn) : ctrl->subsys->nqn, ctrl->hostnqn,
+                 ctrl->kato_ms);
+    teardown_locked(ctrl, "keep-alive timeout", after);
+  }
+  for (auto& fn : after) fn();
+}
+
+void TargetCore::teardown_locked(const std::shared_ptr<Controller>& ctrl, const char* reason,
+                                 std::vector<std::function<void()>>& after) {
+  if (ctrl->dead) return;
+  ctrl->dead = true;
+  ctrl->ready.store(false, std::memory_order_relaxed);
+  controllers_.erase(ctrl->cntlid);
+  std::vector<std::weak_ptr<CoreQueue>> queues;
+  queues.push_back(ctrl->admin_queue);
+  for (auto& w : ctrl->io_queue_table)
+    if (!w.expired()) queues.push_back(w);
+  for (auto& w : queues) {
+    auto q = w.lock();
+    if (!q) continue;
+    CoreReactor* reactor = &q->rs->reactor();
+    after.push_back([reactor, w, reason] {
+      reactor->post([w, reason] {
+        if (auto qq = w.lock(); qq && !qq->closed) qq->tq->close(reason);
+      });
+    });
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Asynchronous events
+// ---------------------------------------------------------------------------------------------------------
+
+void TargetCore::queue_event_locked(Controller& ctrl, uint32_t dw0, uint32_t mask_bit, uint32_t aec_bit) {
+  if (ctrl.dead) return;
+  if ((ctrl.aec & aec_bit) == 0) return;      // host did not ask for this event type
+  if ((ctrl.aen_masked & mask_bit) != 0) return;  // already reported, log page not read yet
+  ctrl.aen_masked |= mask_bit;
+  ctrl.pending_events.push_back(dw0);
+}
+
+void TargetCore::post_deliver_events(const std::shared_ptr<Controller>& ctrl) {
+  std::weak_ptr<Controller> weak = ctrl;
+  ctrl->admin_reactor->post([this, weak] {
+    if (auto c = weak.lock()) deliver_events(*c);
+  });
+}
+
+void TargetCore::deliver_events(Controller& ctrl) noexcept {
+  std::vector<std::pair<TargetRequest*, uint32_t>> out;
+  {
+    std::lock_guard lock(mu_);
+    if (ctrl.dead) return;
+    while (!ctrl.aer_requests.empty() && !ctrl.pending_events.empty()) {
+      out.emplace_back(ctrl.aer_requests.front(), ctrl.pending_events.front());
+      ctrl.aer_requests.erase(ctrl.aer_requests.begin());
+      ctrl.pending_events.pop_front();
+    }
+  }
+  for (auto [req, dw0] : out) finish(*req, st::success, dw0);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Reload and shutdown
+// ---------------------------------------------------------------------------------------------------------
+
+Result<ReloadSummary> TargetCore::reload(const TargetConfig& config) {
+  ReloadSummary summary;
+  // 1. Open what is new outside the lock (file backends may block).
+  struct Plan {
+    std::string nqn;
+    const SubsystemConfig* config = nullptr;
+    std::shared_ptr<Subsystem> fresh;                                   // a new subsystem
+    std::vector<std::shared_ptr<Namespace>> opened;                     // new or replaced namespaces
+  };
+  std::vector<Plan> plans;
+  std::map<std::string, std::shared_ptr<Subsystem>, std::less<>> current;
+  {
+    std::lock_guard lock(mu_);
+    current = subsystems_;
+  }
+  uint64_t gen;
+  {
+    std::lock_guard lock(mu_);
+    gen = ++table_generation_;
+  }
+  for (const auto& sc : config.subsystems) {
+    Plan plan;
+    plan.nqn = sc.nqn;
+    plan.config = &sc;
+    auto it = current.find(sc.nqn);
+    if (it == current.end()) {
+      auto sub = build_subsystem(sc, gen);
+      if (!sub) return tl::unexpected(sub.error());
+      plan.fresh = std::move(*sub);
+    } else {
+      const NamespaceTable& old = *it->second->table;
+      for (const auto& nc : sc.namespaces) {
+        const auto* existing = old.find(nc.nsid);
+        if (existing != nullptr && (*existing)->same_config(nc)) continue;
+        auto ns = open_namespace(nc);
+        if (!ns) return make_error(fmt::format("subsystem {}: {}", sc.nqn, ns.error().message), ns.error().errno_value);
+        plan.opened.push_back(std::move(*ns));
+      }
+    }
+    plans.push_back(std::move(plan));
+  }
+
+  // 2. Apply under the lock; collect the messages to post.
+  std::vector<std::function<void()>> after;
+  std::vector<std::shared_ptr<Controller>> notify;
+  std::vector<std::pair<std::shared_ptr<Subsystem>, std::shared_ptr<const NamespaceTable>>> tables;
+  {
+    std::lock_guard lock(mu_);
+    bool disc_changed = false;
+    std::set<std::string, std::less<>> wanted;
+    for (auto& plan : plans) {
+      wanted.insert(plan.nqn);
+      auto it = subsystems_.find(plan.nqn);
+      if (it == subsystems_.end()) {
+        if (!plan.fresh) {  // removed and re-added concurrently: build fresh next time
+          continue;
+        }
+        subsystems_.emplace(plan.nqn, plan.fresh);
+        ++summary.subsystems_added;
+        summary.namespaces_added += static_cast<unsigned>(plan.fresh->table->namespaces.size());
+        disc_changed = true;
+        continue;
+      }
+      Subsystem& sub = *it->second;
+      const SubsystemConfig& sc = *plan.config;
+      // Hosts.
+      if (sub.allow_any_host != sc.allow_any_host || sub.hosts != sc.hosts) {
+        sub.allow_any_host = sc.allow_any_host;
+        sub.hosts = sc.hosts;
+        ++summary.host_lists_changed;
+        disc_changed = true;
+      }
+      sub.model = sc.model;
+      // Namespaces.
+      const NamespaceTable& old = *sub.table;
+      auto table = std::make_shared<NamespaceTable>();
+      table->generation = gen;
+      std::vector<uint32_t> changed;
+      for (const auto& nc : sc.namespaces) {
+        const auto* existing = old.find(nc.nsid);
+        if (existing != nullptr && (*existing)->same_config(nc)) {
+          table->namespaces.push_back(*existing);
+          continue;
+        }
+        auto opened = std::find_if(plan.opened.begin(), plan.opened.end(),
+                                   [&](const auto& ns) { return ns->nsid == nc.nsid; });
+        if (opened == plan.opened.end()) continue;  // cannot happen: opened in step 1
+        table->namespaces.push_back(*opened);
+        changed.push_back(nc.nsid);
+        if (existing != nullptr) {
+          ++summary.namespaces_changed;
+        } else {
+          ++summary.namespaces_added;
+        }
+      }
+      for (const auto& ns : old.namespaces) {
+        if (std::none_of(sc.namespaces.begin(), sc.namespaces.end(),
+                         [&](const NamespaceConfig& nc) { return nc.nsid == ns->nsid; })) {
+          changed.push_back(ns->nsid);
+          ++summary.namespaces_removed;
+        }
+      }
+      std::sort(table->namespaces.begin(), table->namespaces.end(),
+                [](const auto& a, const auto& b) { return a->nsid < b->nsid; });
+      std::sort(changed.begin(), changed.end());
+      if (!changed.empty()) {
+        sub.table = table;
+        tables.emplace_back(it->second, table);
+      }
+      // Controllers of this subsystem: drop hosts no longer allowed, tell the others what changed.
+      for (auto cit = controllers_.begin(); cit != controllers_.end();) {
+        auto ctrl = cit++->second;  // teardown erases from controllers_
+        if (ctrl->discovery || ctrl->subsys.get() != &sub) continue;
+        if (!sub.host_allowed(ctrl->hostnqn)) {
+          spdlog::info("controller {}: host {} is no longer allowed on {}: disconnecting", ctrl->cntlid,
+                       ctrl->hostnqn, sub.nqn);
+          teardown_locked(ctrl, "host no longer allowed", after);
+          ++summary.controllers_dropped;
+          continue;
+        }
+        if (changed.empty()) continue;
+        for (uint32_t nsid : changed) {
+          if (ctrl->changed_overflow) break;
+          if (std::find(ctrl->changed_namespaces.begin(), ctrl->changed_namespaces.end(), nsid) !=
+              ctrl->changed_namespaces.end())
+            continue;
+          if (ctrl->changed_namespaces.size() == kMaxChangedNamespaces) {
+            ctrl->changed_overflow = true;
+            break;
+          }
+          ctrl->changed_namespaces.push_back(nsid);
+        }
+        queue_event_locked(*ctrl,
+                           protocol::async_event_result(
+                               protocol::AsyncEventType::notice,
+                               static_cast<uint8_t>(protocol::AsyncEventNotice::namespace_attribute_changed),
+                               static_cast<uint8_t>(protocol::LogPageId::changed_namespace_list)),
+                           kAenMaskNamespace, protocol::kAecNamespaceAttribute);
+        notify.push_back(ctrl);
+      }
+    }
+    // Subsystems no longer configured.
+    for (auto it = subsystems_.begin(); it != subsystems_.end();) {
+      if (wanted.count(it->first) != 0) {
+        ++it;
+        continue;
+      }
+      auto sub = it->second;
+      sub->removed = true;
+      for (auto cit = controllers_.begin(); cit != controllers_.end();) {
+        auto ctrl = cit++->second;
+        if (ctrl->subsys == sub) {
+          teardown_locked(ctrl, "subsystem removed", after);
+          ++summary.controllers_dropped;
+        }
+      }
+      summary.namespaces_removed += static_cast<unsigned>(sub->table->namespaces.size());
+      ++summary.subsystems_removed;
+      auto empty = std::make_shared<NamespaceTable>();
+      empty->generation = gen;
+      sub->table = empty;
+      tables.emplace_back(sub, empty);
+      disc_changed = true;
+      it = subsystems_.erase(it);
+    }
+    // Listeners (for the discovery log).
+    auto same_listener = [](const ListenerConfig& a, const ListenerConfig& b) {
+      return a.transport == b.transport && a.address == b.address && a.port == b.port && a.role == b.role;
+    };
+    if (!std::equal(listeners_.begin(), listeners_.end(), config.listeners.begin(), config.listeners.end(),
+                    same_listener)) {
+      listeners_ = config.listeners;
+      disc_changed = true;
+    }
+    if (disc_changed) {
+      ++discovery_genctr_;
+      summary.discovery_changed = true;
+      for (auto& [id, ctrl] : controllers_) {
+        if (!ctrl->discovery) continue;
+        queue_event_locked(*ctrl,
+                           protocol::async_event_result(
+                               protocol::AsyncEventType::notice,
+                               static_cast<uint8_t>(protocol::AsyncEventNotice::discovery_log_page_change),
+                               static_cast<uint8_t>(protocol::LogPageId::discovery)),
+                           kAenMaskDiscovery, protocol::kAecDiscoveryLogChange);
+        notify.push_back(ctrl);
+      }
+    }
+  }
+
+  // 3. Messages: new tables to every reactor first, then the events to the admin queues, then closes.
+  for (auto& [sub, table] : tables) {
+    for (auto& rs : reactor_states_) {
+      ReactorState* state = rs.get();
+      state->reactor().post([state, sub = sub, table = table] { state->update(sub, table); });
+    }
+  }
+  for (auto& ctrl : notify) post_deliver_events(ctrl);
+  for (auto& fn : after) fn();
+  spdlog::info("configuration reloaded: {}", summary.describe());
+  return summary;
+}
+
+void TargetCore::shutdown(const char* reason) {
+  std::vector<std::function<void()>> after;
+  std::vector<std::weak_ptr<CoreQueue>> loose;
+  {
+    std::lock_guard lock(mu_);
+    std::vector<std::shared_ptr<Controller>> all;
+    for (auto& [id, ctrl] : controllers_) all.push_back(ctrl);
+    for (auto& ctrl : all) teardown_locked(ctrl, reason, after);
+    loose = queues_;
+  }
+  for (auto& w : loose) {
+    auto q = w.lock();
+    if (!q || q->state != QueueState::unconnected) continue;
+    CoreReactor* reactor = &q->rs->reactor();
+    reactor->post([w, reason] {
+      if (auto qq = w.lock(); qq && !qq->closed) qq->tq->close(reason);
+    });
+  }
+  for (auto& fn : after) fn();
+}
+
+uint16_t TargetCore::allocate_cntlid_locked() noexcept {
+  for (uint32_t tries = 0; tries < kMaxCntlid; ++tries) {
+    const uint16_t id = next_cntlid_;
+    next_cntlid_ = next_cntlid_ >= kMaxCntlid ? kMinCntlid : static_cast<uint16_t>(next_cntlid_ + 1);
+    if (controllers_.count(id) == 0) return id;
+  }
+  return 0;
+}
+
+}  // namespace rdmablk::target

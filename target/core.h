@@ -1,0 +1,163 @@
+// The target core: everything NVMe between the transports and the backends (NVMe over Fabrics 1.1 and
+// NVMe Base 2.0, behaving like the Linux kernel target where the specs leave room).
+//
+// It implements transport::TargetQueueHandler: the transports call it on their reactor threads. Fabrics
+// (Connect, Property Get/Set), admin and discovery commands run on the thread of the admin queue and take
+// the control-path mutex; I/O commands never lock: each I/O queue caches its controller, its reactor's
+// view of the subsystem's namespaces and that reactor's backend queues.
+//
+// Daemon wiring:
+//
+//     std::vector<std::unique_ptr<ReactorAdapter>> adapters;   // one per reactor thread (+ buffer pool)
+//     auto core = TargetCore::create(config, {adapter pointers...});
+//     ... start the transports with *core as their TargetQueueHandler ...
+//     on SIGHUP (control thread): auto summary = core->reload(new_config);  // error: nothing changed
+//     on SIGTERM: core->shutdown("target shutting down"); drain the reactors; stop them; destroy the core.
+//
+// The core must outlive every reactor callback (timers and messages it posted hold a pointer to it):
+// stop the reactors before destroying it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "protocol/fabrics.h"
+#include "protocol/result.h"
+#include "target/config.h"
+#include "target/core_reactor.h"
+#include "target/subsystem.h"
+#include "transport/target_queue.h"
+
+namespace rdmablk::target {
+
+struct Controller;
+struct CoreQueue;
+class ReactorState;
+
+struct CoreOptions {
+  std::string firmware_revision = "0.1.0";  // Identify FR and the firmware slot log, <= 8 characters
+};
+
+// What a reload changed (for the log line).
+struct ReloadSummary {
+  unsigned subsystems_added = 0;
+  unsigned subsystems_removed = 0;
+  unsigned namespaces_added = 0;
+  unsigned namespaces_removed = 0;
+  unsigned namespaces_changed = 0;   // replaced: a new backend under the same NSID
+  unsigned host_lists_changed = 0;
+  unsigned controllers_dropped = 0;  // hosts no longer allowed, subsystems removed
+  bool discovery_changed = false;
+  std::string describe() const;
+};
+
+class TargetCore final : public transport::TargetQueueHandler {
+ public:
+  // Opens every namespace's backend. `reactors` are the threads the transports call the core from; the
+  // core finds a new queue's reactor with CoreReactor::on_thread().
+  static Result<std::unique_ptr<TargetCore>> create(const TargetConfig& config, std::vector<CoreReactor*> reactors,
+                                                    CoreOptions options = {});
+  ~TargetCore() override;
+  TargetCore(const TargetCore&) = delete;
+  TargetCore& operator=(const TargetCore&) = delete;
+
+  // SIGHUP: apply a new configuration from the control thread (not a reactor thread: opening file backends
+  // may block). Adds/removes subsystems, namespaces and allowed hosts; connected controllers get a
+  // Namespace Attribute Changed event (changed namespace list = the NSIDs added, removed or replaced),
+  // discovery controllers a Discovery Log Change event when what they list changed; controllers of a
+  // removed subsystem or of a host no longer allowed are disconnected, nothing else is. Listeners are
+  // taken over for the discovery log only (binding them is the daemon's job); queue limits and reactor
+  // count are not reloadable. On error nothing changed.
+  Result<ReloadSummary> reload(const TargetConfig& config);
+
+  // Closes every queue (each on its own reactor, by message). The transports then report them closed.
+  void shutdown(const char* reason);
+
+  std::size_t controller_count() const;
+  uint64_t discovery_generation() const;
+
+  // transport::TargetQueueHandler
+  void on_queue_created(transport::TargetQueue& queue) noexcept override;
+  void on_command(transport::TargetRequest& req) noexcept override;
+  void on_data_ready(transport::TargetRequest& req, protocol::Status status) noexcept override;
+  void on_queue_closed(transport::TargetQueue& queue) noexcept override;
+
+  // --- internal (used by the command handlers in the other target/*.cpp files) ---------------------------
+  const QueueLimits& limits() const noexcept { return limits_; }
+  void backend_completed(transport::TargetRequest& req, protocol::Status status) noexcept;
+
+ private:
+  TargetCore(const TargetConfig& config, std::vector<CoreReactor*> reactors, CoreOptions options);
+
+  // core.cpp
+  ReactorState& reactor_state_for_current_thread() noexcept;
+  void finish(transport::TargetRequest& req, protocol::Status status, uint32_t dw0 = 0, bool with_data = false,
+              uint32_t dw1 = 0) noexcept;
+  void finish_with_data(transport::TargetRequest& req, std::span<const uint8_t> bytes) noexcept;
+  void start_keep_alive_locked(const std::shared_ptr<Controller>& ctrl);
+  void keep_alive_check(const std::weak_ptr<Controller>& weak);
+  // Marks the controller dead, takes it out of the table and closes its queues (by message). Called with
+  // mu_ held; returns the closures to run after unlocking.
+  void teardown_locked(const std::shared_ptr<Controller>& ctrl, const char* reason,
+                       std::vector<std::function<void()>>& after);
+  void queue_event_locked(Controller& ctrl, uint32_t dw0, uint32_t mask_bit, uint32_t aec_bit);
+  void post_deliver_events(const std::shared_ptr<Controller>& ctrl);
+  void deliver_events(Controller& ctrl) noexcept;  // on the admin queue's thread
+  uint16_t allocate_cntlid_locked() noexcept;
+
+  // fabrics_commands.cpp
+  void handle_fabrics(CoreQueue& q, transport::TargetRequest& req) noexcept;
+  void connect_with_data(CoreQueue& q, transport::TargetRequest& req) noexcept;
+  void admin_connect(CoreQueue& q, transport::TargetRequest& req, const protocol::ConnectCommand& cmd,
+                     const protocol::ConnectDataView& data) noexcept;
+  void io_connect(CoreQueue& q, transport::TargetRequest& req, const protocol::ConnectCommand& cmd,
+                  const protocol::ConnectDataView& data) noexcept;
+  void property_get(CoreQueue& q, transport::TargetRequest& req) noexcept;
+  void property_set(CoreQueue& q, transport::TargetRequest& req) noexcept;
+
+  // admin_commands.cpp
+  void handle_admin(CoreQueue& q, transport::TargetRequest& req) noexcept;
+  void identify(CoreQueue& q, transport::TargetRequest& req) noexcept;
+  void get_log_page(CoreQueue& q, transport::TargetRequest& req) noexcept;
+  void set_features(CoreQueue& q, transport::TargetRequest& req) noexcept;
+  void get_features(CoreQueue& q, transport::TargetRequest& req) noexcept;
+  void async_event_request(CoreQueue& q, transport::TargetRequest& req) noexcept;
+  std::vector<uint8_t> identify_controller_data(const Controller& ctrl) const;  // mu_ held
+
+  // discovery.cpp
+  std::vector<uint8_t> discovery_log_locked(const Controller& ctrl) const;
+
+  // io_commands.cpp
+  void handle_io(CoreQueue& q, transport::TargetRequest& req) noexcept;
+  void io_data_ready(CoreQueue& q, transport::TargetRequest& req, protocol::Status status) noexcept;
+  bool submit_backend(CoreQueue& q, transport::TargetRequest& req, backend::Request breq) noexcept;
+  void io_request_done(CoreQueue& q, transport::TargetRequest& req) noexcept;
+
+  void release_queue_if_drained(CoreQueue& q) noexcept;
+
+  QueueLimits limits_;
+  CoreOptions options_;
+  std::vector<CoreReactor*> reactors_;
+  std::vector<std::unique_ptr<ReactorState>> reactor_states_;
+
+  mutable std::mutex mu_;  // control path: everything below
+  std::vector<ListenerConfig> listeners_;
+  std::map<std::string, std::shared_ptr<Subsystem>, std::less<>> subsystems_;
+  std::map<uint16_t, std::shared_ptr<Controller>> controllers_;
+  std::vector<std::weak_ptr<CoreQueue>> queues_;  // every queue (shutdown, destruction)
+  uint16_t next_cntlid_ = kMinCntlidValue;
+  uint64_t discovery_genctr_ = 0;
+  uint64_t table_generation_ = 1;
+  std::string discovery_serial_;
+
+  static constexpr uint16_t kMinCntlidValue = 1;
+  friend class ReactorState;
+};
+
+}  // namespace rdmablk::target

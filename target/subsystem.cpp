@@ -1,0 +1,85 @@
+#include "target/subsystem.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <bit>
+
+namespace rdmablk::target {
+
+bool Namespace::same_config(const NamespaceConfig& o) const noexcept {
+  const NamespaceConfig& c = config;
+  return c.nsid == o.nsid && c.backend == o.backend && c.path == o.path && c.size == o.size &&
+         c.block_size == o.block_size && c.direct == o.direct && c.read_only == o.read_only && c.uuid == o.uuid &&
+         c.nguid == o.nguid;
+}
+
+Result<std::shared_ptr<Namespace>> open_namespace(const NamespaceConfig& config) {
+  Result<std::unique_ptr<backend::Backend>> b = make_error("unknown backend kind");
+  switch (config.backend) {
+    case BackendKind::file:
+      b = backend::open_file_backend(file_options(config));
+      break;
+    case BackendKind::ram:
+      b = backend::make_ram_backend(memory_options(config));
+      break;
+    case BackendKind::null:
+      b = backend::make_null_backend(memory_options(config));
+      break;
+  }
+  if (!b) return make_error(fmt::format("namespace {}: {}", config.nsid, b.error().message), b.error().errno_value);
+  auto ns = std::make_shared<Namespace>();
+  ns->nsid = config.nsid;
+  ns->config = config;
+  ns->backend = std::shared_ptr<const backend::Backend>(std::move(*b));
+  ns->geometry = ns->backend->geometry();
+  ns->read_only = config.read_only || ns->geometry.caps.read_only;
+  ns->lbads = static_cast<uint8_t>(std::countr_zero(ns->geometry.block_size));
+  return ns;
+}
+
+const std::shared_ptr<Namespace>* NamespaceTable::find(uint32_t nsid) const noexcept {
+  auto it = std::lower_bound(namespaces.begin(), namespaces.end(), nsid,
+                             [](const std::shared_ptr<Namespace>& ns, uint32_t id) { return ns->nsid < id; });
+  if (it == namespaces.end() || (*it)->nsid != nsid) return nullptr;
+  return &*it;
+}
+
+std::vector<uint32_t> NamespaceTable::nsids() const {
+  std::vector<uint32_t> out;
+  out.reserve(namespaces.size());
+  for (const auto& ns : namespaces) out.push_back(ns->nsid);
+  return out;
+}
+
+bool NamespaceTable::any_volatile_cache() const noexcept {
+  return std::any_of(namespaces.begin(), namespaces.end(),
+                     [](const std::shared_ptr<Namespace>& ns) { return ns->volatile_cache(); });
+}
+
+bool Subsystem::host_allowed(std::string_view hostnqn) const noexcept {
+  if (allow_any_host) return true;
+  return std::find(hosts.begin(), hosts.end(), hostnqn) != hosts.end();
+}
+
+Result<std::shared_ptr<Subsystem>> build_subsystem(const SubsystemConfig& config, uint64_t generation) {
+  auto sub = std::make_shared<Subsystem>();
+  sub->nqn = config.nqn;
+  sub->serial = config.serial.empty() ? derive_serial(config.nqn) : config.serial;
+  sub->model = config.model;
+  sub->allow_any_host = config.allow_any_host;
+  sub->hosts = config.hosts;
+  auto table = std::make_shared<NamespaceTable>();
+  table->generation = generation;
+  for (const auto& nc : config.namespaces) {
+    auto ns = open_namespace(nc);
+    if (!ns) return make_error(fmt::format("subsystem {}: {}", config.nqn, ns.error().message), ns.error().errno_value);
+    table->namespaces.push_back(std::move(*ns));
+  }
+  std::sort(table->namespaces.begin(), table->namespaces.end(),
+            [](const auto& a, const auto& b) { return a->nsid < b->nsid; });
+  sub->table = std::move(table);
+  return sub;
+}
+
+}  // namespace rdmablk::target

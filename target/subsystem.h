@@ -1,0 +1,66 @@
+// Subsystems and namespaces as the target core serves them, built from the TargetConfig.
+//
+// A Namespace owns its Backend (shared by every reactor) and is immutable once built: a reload that changes
+// a namespace replaces it. The namespace set of a subsystem is published as an immutable NamespaceTable
+// snapshot; each reactor keeps its own copy of the pointer (refreshed by message), so the I/O path looks
+// namespaces up without a lock, and a removed namespace's backend lives until the last reactor that used
+// it has drained its I/O.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "backend/backend.h"
+#include "protocol/result.h"
+#include "target/config.h"
+
+namespace rdmablk::target {
+
+struct Namespace {
+  uint32_t nsid = 0;
+  NamespaceConfig config;
+  std::shared_ptr<const backend::Backend> backend;
+  backend::Geometry geometry;  // copy of backend->geometry()
+  bool read_only = false;
+  uint8_t lbads = 9;           // log2(block size)
+
+  bool volatile_cache() const noexcept { return geometry.caps.volatile_write_cache; }
+  // True when the same config would produce the same namespace (reload keeps the namespace as it is).
+  bool same_config(const NamespaceConfig& other) const noexcept;
+};
+
+// Opens the backend a namespace config describes.
+Result<std::shared_ptr<Namespace>> open_namespace(const NamespaceConfig& config);
+
+// An immutable snapshot of a subsystem's namespaces, sorted by NSID.
+struct NamespaceTable {
+  uint64_t generation = 0;
+  std::vector<std::shared_ptr<Namespace>> namespaces;
+
+  const std::shared_ptr<Namespace>* find(uint32_t nsid) const noexcept;
+  std::vector<uint32_t> nsids() const;
+  uint32_t max_nsid() const noexcept { return namespaces.empty() ? 0 : namespaces.back()->nsid; }
+  bool any_volatile_cache() const noexcept;
+};
+
+// The mutable state of a subsystem lives behind the core's control-path mutex.
+struct Subsystem {
+  std::string nqn;
+  std::string serial;
+  std::string model;
+  bool allow_any_host = false;
+  std::vector<std::string> hosts;
+  std::shared_ptr<const NamespaceTable> table;  // replaced (never modified) on reload
+  bool removed = false;                         // taken out by a reload
+
+  bool host_allowed(std::string_view hostnqn) const noexcept;
+};
+
+// Builds a subsystem (opening every namespace's backend) from its config.
+Result<std::shared_ptr<Subsystem>> build_subsystem(const SubsystemConfig& config, uint64_t generation);
+
+}  // namespace rdmablk::target

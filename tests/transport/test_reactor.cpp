@@ -1,0 +1,138 @@
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "transport/reactor.h"
+
+using namespace rdmablk::transport;
+using namespace std::chrono_literals;
+
+namespace {
+std::unique_ptr<Reactor> make_reactor() {
+  ReactorOptions o;
+  o.name = "test-reactor";
+  o.ring_entries = 64;
+  auto r = Reactor::create(o);
+  EXPECT_TRUE(r) << r.error().message;
+  return std::move(*r);
+}
+}  // namespace
+
+TEST(Reactor, PostRunsOnTheReactorThreadInOrder) {
+  auto r = make_reactor();
+  std::thread t([&] { r->run(); });
+  std::vector<int> seen;
+  std::atomic<bool> on_thread{true};
+  for (int i = 0; i < 100; ++i) {
+    r->post([&, i] {
+      if (!r->on_reactor_thread()) on_thread = false;
+      seen.push_back(i);
+    });
+  }
+  std::atomic<bool> done{false};
+  r->post([&] { done = true; });
+  for (int i = 0; i < 500 && !done; ++i) std::this_thread::sleep_for(2ms);
+  r->stop();
+  t.join();
+  ASSERT_TRUE(done);
+  EXPECT_TRUE(on_thread);
+  ASSERT_EQ(seen.size(), 100u);
+  for (int i = 0; i < 100; ++i) EXPECT_EQ(seen[i], i);
+  EXPECT_FALSE(r->on_reactor_thread());
+}
+
+TEST(Reactor, TimersFireInDeadlineOrderAndCancelWorks) {
+  auto r = make_reactor();
+  std::vector<int> order;
+  std::atomic<bool> done{false};
+  std::thread t([&] { r->run(); });
+  r->post([&] {
+    r->schedule(30ms, [&] { order.push_back(3); });
+    r->schedule(10ms, [&] { order.push_back(1); });
+    uint64_t id = r->schedule(20ms, [&] { order.push_back(99); });
+    r->schedule(20ms, [&] { order.push_back(2); });
+    r->cancel(id);
+    r->schedule(50ms, [&] { done = true; });
+  });
+  auto start = std::chrono::steady_clock::now();
+  while (!done && std::chrono::steady_clock::now() - start < 2s) std::this_thread::sleep_for(1ms);
+  r->stop();
+  t.join();
+  ASSERT_TRUE(done);
+  EXPECT_EQ(order, (std::vector<int>{1, 2, 3}));
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 50ms);
+}
+
+TEST(Reactor, IoOpCompletionCallsHookWithResult) {
+  auto r = make_reactor();
+  struct Op {
+    IoOp op;
+    int res = 1;
+    int calls = 0;
+  } op;
+  op.op.fn = +[](IoOp* o, int res, uint32_t) noexcept {
+    auto* x = reinterpret_cast<Op*>(o);
+    x->res = res;
+    ++x->calls;
+  };
+  io_uring_prep_nop(r->sqe_for(&op.op));
+  for (int i = 0; i < 100 && op.calls == 0; ++i) r->run_once(true);
+  EXPECT_EQ(op.calls, 1);
+  EXPECT_EQ(op.res, 0);
+  EXPECT_TRUE(r->on_reactor_thread());
+}
+
+TEST(Reactor, ManySqesBeyondRingSizeAllComplete) {
+  auto r = make_reactor();  // 64 entries
+  struct Op {
+    IoOp op;
+    int* count;
+  };
+  int count = 0;
+  std::vector<Op> ops(500);
+  for (auto& o : ops) {
+    o.op.fn = +[](IoOp* p, int, uint32_t) noexcept { ++*reinterpret_cast<Op*>(p)->count; };
+    o.count = &count;
+    io_uring_prep_nop(r->sqe_for(&o.op));
+  }
+  for (int i = 0; i < 1000 && count < 500; ++i) r->run_once(false);
+  EXPECT_EQ(count, 500);
+}
+
+TEST(Reactor, PollersRunUntilRemoved) {
+  auto r = make_reactor();
+  struct CountPoller : Poller {
+    int n = 0;
+    Reactor* r = nullptr;
+    bool poll() noexcept override {
+      if (++n == 5) r->remove_poller(this);
+      return true;
+    }
+  } p;
+  p.r = r.get();
+  r->add_poller(&p);
+  r->add_poller(&p);  // once only
+  for (int i = 0; i < 20; ++i) r->run_once(false);
+  EXPECT_EQ(p.n, 5);
+}
+
+TEST(Reactor, BlockingRunOnceWakesForPostAndStopFromAnotherThread) {
+  ReactorOptions o;
+  o.busy_poll = std::chrono::microseconds(0);
+  auto rr = Reactor::create(o);
+  ASSERT_TRUE(rr);
+  auto& r = *rr;
+  std::atomic<bool> ran{false};
+  std::thread t([&] { r->run(); });
+  std::this_thread::sleep_for(20ms);  // let it go to sleep in io_uring_wait
+  auto start = std::chrono::steady_clock::now();
+  r->post([&] { ran = true; });
+  while (!ran && std::chrono::steady_clock::now() - start < 2s) std::this_thread::sleep_for(100us);
+  EXPECT_TRUE(ran);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 500ms);
+  r->stop();
+  t.join();
+}

@@ -1,0 +1,278 @@
+// Our host queue against our TcpListener + a RAM core, over 127.0.0.1.
+#include "tcp_test_util.h"
+
+#include "transport/tcp/tcp_host.h"
+
+using namespace tcptest;
+
+namespace {
+
+std::unique_ptr<HostQueue> connect(const TargetFixture& f, uint32_t icd = 8192, bool hd = false, bool dd = false) {
+  auto q = connect_host_queue(f.host_options(icd, hd, dd));
+  EXPECT_TRUE(q) << (q ? "" : q.error().message);
+  return q ? std::move(*q) : nullptr;
+}
+
+void write_read_verify(HostQueue& q, uint64_t lba, std::size_t bytes, uint32_t seed) {
+  auto data = pattern(bytes, seed);
+  Io io;
+  prep_rw(io, true, lba, data);
+  ASSERT_EQ(run_one(q, io), p::status::success) << "write " << bytes;
+  std::vector<uint8_t> back(bytes, 0);
+  prep_rw(io, false, lba, back);
+  ASSERT_EQ(run_one(q, io), p::status::success) << "read " << bytes;
+  EXPECT_EQ(back, data);
+}
+
+}  // namespace
+
+TEST(TcpLoopback, InCapsuleWriteThenRead) {
+  TargetFixture f;
+  auto q = connect(f);
+  ASSERT_TRUE(q);
+  write_read_verify(*q, 0, 4096, 1);
+  EXPECT_TRUE(std::equal(f.handler.ram.begin(), f.handler.ram.begin() + 4096, pattern(4096, 1).begin()));
+  q.reset();
+}
+
+TEST(TcpLoopback, InCapsuleFlagReachesTheCore) {
+  TargetFixture f;
+  auto q = connect(f);
+  ASSERT_TRUE(q);
+  // A non-read/write command with in-capsule data (opcode 0x09 dataset management: host -> controller).
+  std::vector<uint8_t> buf(1024, 7);
+  Io io;
+  io.cmd.sqe.hdr = p::make_header(0x09, 0, 1);
+  io.cmd.direction = DataDirection::host_to_controller;
+  io.cmd.data = buf;
+  io.cmd.on_complete = &on_io_complete;
+  io.cmd.context = &io;
+  ASSERT_EQ(run_one(*q, io), p::status::success);
+  EXPECT_TRUE(f.handler.last_in_capsule);
+  EXPECT_EQ(f.handler.last_length, 1024u);
+}
+
+TEST(TcpLoopback, WriteLargerThanInCapsuleUsesSeveralR2Ts) {
+  tcp::TcpTargetOptions o;
+  o.maxh2cdata = 64 * 1024;
+  TargetFixture f(o);
+  auto q = connect(f);
+  ASSERT_TRUE(q);
+  write_read_verify(*q, 16, 300 * 1024, 2);  // 5 R2T windows of <= 64 KiB
+}
+
+TEST(TcpLoopback, ZeroInCapsuleLimitSendsEveryWriteByR2T) {
+  TargetFixture f;
+  auto q = connect(f, 0);
+  ASSERT_TRUE(q);
+  write_read_verify(*q, 8, 512, 3);
+  write_read_verify(*q, 8, 8192, 4);
+}
+
+TEST(TcpLoopback, LargeReadIsSplitIntoSeveralC2HData) {
+  tcp::TcpTargetOptions o;
+  o.max_c2h_data = 16 * 1024;
+  TargetFixture f(o);
+  auto q = connect(f);
+  ASSERT_TRUE(q);
+  write_read_verify(*q, 100, 1000 * 1024, 5);  // ~63 C2HData PDUs, more than one send batch
+}
+
+TEST(TcpLoopback, HeaderAndDataDigests) {
+  tcp::TcpTargetOptions o;
+  o.maxh2cdata = 32 * 1024;
+  o.max_c2h_data = 24 * 1024;
+  TargetFixture f(o);
+  for (int mode = 1; mode <= 3; ++mode) {
+    auto q = connect(f, 8192, (mode & 1) != 0, (mode & 2) != 0);
+    ASSERT_TRUE(q);
+    write_read_verify(*q, 0, 4096, 10 + mode);        // in capsule
+    write_read_verify(*q, 64, 200 * 1024, 20 + mode);  // R2T + split reads
+  }
+}
+
+TEST(TcpLoopback, QueueDepth32RandomMixIsVerified) {
+  TargetFixture f;
+  auto q = connect(f);
+  ASSERT_TRUE(q);
+  constexpr int kSlots = 32;
+  constexpr std::size_t kRegion = 64 * 1024;  // each slot owns a region
+  std::vector<std::vector<uint8_t>> model(kSlots, std::vector<uint8_t>(kRegion, 0));
+  std::vector<std::vector<uint8_t>> bufs(kSlots);
+  std::vector<Io> ios(kSlots);
+  std::vector<bool> was_write(kSlots);
+  uint32_t rnd = 12345;
+  auto next = [&] {
+    rnd = rnd * 1103515245 + 12345;
+    return rnd >> 8;
+  };
+  auto issue = [&](int i) {
+    const std::size_t sizes[] = {512, 4096, 8192, 16384, 65536};
+    std::size_t len = sizes[next() % 5];
+    std::size_t off = (next() % ((kRegion - len) / kBlock + 1)) * kBlock;
+    uint64_t lba = (i * kRegion + off) / kBlock;
+    was_write[i] = next() % 2 == 0;
+    if (was_write[i]) {
+      bufs[i] = pattern(len, next());
+      std::copy(bufs[i].begin(), bufs[i].end(), model[i].begin() + static_cast<long>(off));
+    } else {
+      bufs[i].assign(len, 0xEE);
+    }
+    prep_rw(ios[i], was_write[i], lba, bufs[i]);
+    ios[i].cmd.context = &ios[i];
+    // Remember where it goes for the check.
+    ios[i].cqe.dw0.set(static_cast<uint32_t>(off));
+    ASSERT_TRUE(q->submit(ios[i].cmd).ok());
+  };
+  // Keep 32 in flight for 2000 commands; reads are checked against the model of their region.
+  std::vector<uint32_t> offs(kSlots);
+  for (int i = 0; i < kSlots; ++i) {
+    issue(i);
+    offs[i] = ios[i].cqe.dw0.get();
+  }
+  int done = 0;
+  auto end = std::chrono::steady_clock::now() + 20s;
+  while (done < 2000 && std::chrono::steady_clock::now() < end) {
+    int rc = q->poll(1, 100ms);
+    ASSERT_GE(rc, 0);
+    for (int i = 0; i < kSlots; ++i) {
+      if (!ios[i].done) continue;
+      ASSERT_EQ(ios[i].cqe.get_status(), p::status::success);
+      if (!was_write[i]) {
+        ASSERT_TRUE(std::equal(bufs[i].begin(), bufs[i].end(), model[i].begin() + offs[i])) << "slot " << i;
+      }
+      ++done;
+      issue(i);
+      offs[i] = ios[i].cqe.dw0.get();
+    }
+    EXPECT_LE(q->outstanding(), static_cast<unsigned>(kSlots));
+  }
+  EXPECT_GE(done, 2000);
+  while (q->outstanding() != 0 && q->poll(1, 100ms) >= 0) {
+  }
+}
+
+TEST(TcpLoopback, ConnectionsSpreadOverReactorsRoundRobin) {
+  TargetFixture f({}, 2);
+  std::vector<std::unique_ptr<HostQueue>> qs;
+  for (int i = 0; i < 4; ++i) {
+    qs.push_back(connect(f));
+    ASSERT_TRUE(qs.back());
+  }
+  for (int i = 0; i < 4; ++i) write_read_verify(*qs[i], static_cast<uint64_t>(i) * 64, 8192 * 2, 40 + i);
+  EXPECT_EQ(f.handler.created, 4);
+  qs.clear();
+  EXPECT_TRUE(wait_until([&] { return f.handler.closed == 4; }));
+}
+
+TEST(TcpLoopback, PoolExhaustionMakesCommandsWaitNotFail) {
+  BufferPoolOptions po;
+  po.small_size = 4096;
+  po.small_count = 2;
+  po.large_size = 64 * 1024;
+  po.large_count = 1;
+  TargetFixture f({}, 1, po);
+  auto q = connect(f);
+  ASSERT_TRUE(q);
+  // 16 concurrent 16 KiB reads and 4 KiB in-capsule writes on 3 buffers.
+  std::vector<std::vector<uint8_t>> bufs(16);
+  std::vector<Io> ios(16);
+  for (int i = 0; i < 16; ++i) {
+    bool w = i % 2 == 0;
+    bufs[i] = w ? pattern(4096, 100 + i) : std::vector<uint8_t>(16384);
+    prep_rw(ios[i], w, static_cast<uint64_t>(i) * 64, bufs[i]);
+    ASSERT_TRUE(q->submit(ios[i].cmd).ok());
+  }
+  auto end = std::chrono::steady_clock::now() + 5s;
+  while (q->outstanding() != 0 && std::chrono::steady_clock::now() < end) ASSERT_GE(q->poll(1, 100ms), 0);
+  for (auto& io : ios) {
+    ASSERT_TRUE(io.done);
+    EXPECT_EQ(io.cqe.get_status(), p::status::success);
+  }
+}
+
+TEST(TcpLoopback, ServerSideCloseFailsOutstandingCommands) {
+  TargetFixture f;
+  auto q = connect(f);
+  ASSERT_TRUE(q);
+  f.handler.hold_writes = true;
+  auto data = pattern(4096, 9);
+  Io io;
+  prep_rw(io, true, 0, data);
+  ASSERT_TRUE(q->submit(io.cmd).ok());
+  ASSERT_TRUE(wait_until([&] {
+    q->poll(0, 0ms);
+    return f.handler.commands == 1;
+  }));
+  TargetQueue* tq = nullptr;
+  {
+    std::lock_guard lock(f.handler.mu);
+    tq = f.handler.queues.at(0);
+  }
+  f.reactors[0].reactor->post([tq] { tq->close("test"); });
+  int rc = 0;
+  auto end = std::chrono::steady_clock::now() + 3s;
+  while (rc >= 0 && std::chrono::steady_clock::now() < end) rc = q->poll(1, 100ms);
+  EXPECT_LT(rc, 0);
+  ASSERT_TRUE(io.done);
+  EXPECT_EQ(io.cqe.get_status(), p::status::transient_transport_error);
+  EXPECT_FALSE(q->submit(io.cmd).ok());
+  EXPECT_TRUE(wait_until([&] { return f.handler.closed == 1; }));
+}
+
+TEST(TcpLoopback, FullQueueRejectsSubmit) {
+  TargetFixture f;
+  auto o = f.host_options();
+  o.entries = 2;
+  auto q = connect_host_queue(o);
+  ASSERT_TRUE(q);
+  std::vector<uint8_t> b1(512), b2(512), b3(512);
+  Io a, b, c;
+  prep_rw(a, false, 0, b1);
+  prep_rw(b, false, 1, b2);
+  prep_rw(c, false, 2, b3);
+  EXPECT_TRUE((*q)->submit(a.cmd).ok());
+  EXPECT_TRUE((*q)->submit(b.cmd).ok());
+  EXPECT_EQ((*q)->submit(c.cmd), p::status::command_interrupted);
+  while ((*q)->outstanding() != 0) ASSERT_GE((*q)->poll(2, 1000ms), 0);
+  EXPECT_TRUE(a.done && b.done && !c.done);
+}
+
+TEST(TcpHostConnect, RdmaIsNotBuiltYetAndRefusedPortFails) {
+  HostQueueOptions o;
+  o.address.type = TransportType::rdma;
+  o.address.traddr = "127.0.0.1";
+  auto r = connect_host_queue(o);
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error().message, "RDMA transport not built yet");
+  // A port nobody listens on.
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  o.address.type = TransportType::tcp;
+  o.address.trsvcid = ntohs(a.sin_port);
+  auto t = connect_host_queue(o);
+  ASSERT_FALSE(t);
+  EXPECT_NE(t.error().message.find("connect to"), std::string::npos) << t.error().message;
+}
+
+TEST(TcpListener, PortInUseIsReportedAtCreate) {
+  TargetFixture f;
+  std::vector<tcp::TcpReactorSlot> slots{{f.reactors[0].reactor.get(), f.reactors[0].pool.get()}};
+  TransportAddress a;
+  a.traddr = "127.0.0.1";
+  a.trsvcid = f.port();
+  auto second = tcp::TcpListener::create(a, slots, f.handler);
+  // SO_REUSEADDR does not allow two listeners on one port.
+  ASSERT_FALSE(second);
+  EXPECT_NE(second.error().message.find("cannot listen"), std::string::npos);
+  tcp::TcpTargetOptions bad;
+  bad.maxh2cdata = 1000;
+  a.trsvcid = 0;
+  EXPECT_FALSE(tcp::TcpListener::create(a, slots, f.handler, bad));
+}

@@ -1,0 +1,83 @@
+// A reactor: one thread, one io_uring that drives everything the thread owns (its sockets, the RDMA
+// completion-channel fd, the backend queues' completion fds), plus a message queue for other threads.
+//
+// The data path never allocates and never locks: an operation is submitted with an IoOp that the
+// caller owns (embedded in its connection or request), and the completion calls op->fn(op, res, flags)
+// - one indirect call per completion. Control-path work (timers, cross-thread messages) may allocate.
+//
+// Loop: run pollers (busy-poll hooks: backend queues, RDMA CQs) -> submit queued SQEs and reap CQEs.
+// While a poller reports work it never blocks; when idle it blocks in io_uring_wait until an fd,
+// timer or message wakes it.
+#pragma once
+
+#include <liburing.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "protocol/result.h"
+
+namespace rdmablk::transport {
+
+// An asynchronous operation's completion hook. Embed one in the object that owns the operation; its
+// address is the SQE's user_data. `res` is the CQE's res (bytes or -errno), `flags` its flags.
+struct IoOp {
+  void (*fn)(IoOp* op, int res, uint32_t flags) noexcept = nullptr;
+};
+
+// A busy-poll hook, called every loop iteration. Returns true when it did work (the loop then keeps
+// polling instead of sleeping).
+class Poller {
+ public:
+  virtual ~Poller() = default;
+  virtual bool poll() noexcept = 0;
+};
+
+struct ReactorOptions {
+  unsigned ring_entries = 1024;
+  std::string name = "reactor";      // thread name (for logs and top)
+  int cpu = -1;                       // pin to this CPU, or -1
+  std::chrono::microseconds busy_poll{50};  // keep polling this long after the last work before sleeping
+};
+
+class Reactor {
+ public:
+  static Result<std::unique_ptr<Reactor>> create(const ReactorOptions& opts);
+  ~Reactor();
+  Reactor(const Reactor&) = delete;
+  Reactor& operator=(const Reactor&) = delete;
+
+  io_uring* ring() noexcept;
+  // A free SQE, submitting queued ones first if the ring is full. Never null.
+  io_uring_sqe* sqe() noexcept;
+  // Convenience: an SQE whose user_data is op.
+  io_uring_sqe* sqe_for(IoOp* op) noexcept;
+
+  void add_poller(Poller* p);
+  void remove_poller(Poller* p);
+
+  // Run `fn` on this reactor's thread (thread-safe; control path).
+  void post(std::function<void()> fn);
+  // Run `fn` on this thread after `delay`; returns an id for cancel(). Control path (allocates).
+  uint64_t schedule(std::chrono::milliseconds delay, std::function<void()> fn);
+  void cancel(uint64_t timer_id);
+
+  // Run the loop on the calling thread until stop(). run_once() processes what is ready (tests).
+  void run();
+  bool run_once(bool block);
+  void stop();  // thread-safe
+  bool on_reactor_thread() const noexcept;
+
+ private:
+  Reactor();
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace rdmablk::transport

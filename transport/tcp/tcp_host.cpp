@@ -1,0 +1,612 @@
+// NVMe/TCP, host side: one HostQueue over a non-blocking socket driven by plain syscalls from poll().
+//
+// Why not io_uring here: a host queue is polled by its owner thread (bench job, CLI, ublk queue) that
+// has no reactor; sendmsg/readv on a non-blocking socket batch just as well (one sendmsg carries every
+// queued PDU, one readv pulls up to 64 KiB of PDUs or steers C2HData straight into the caller's buffer),
+// and ::poll() is the wait when there is nothing to do.
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <span>
+#include <vector>
+
+#include <spdlog/spdlog.h>
+
+#include "protocol/crc32c.h"
+#include "protocol/sgl.h"
+#include "protocol/tcp_pdu.h"
+#include "transport/host_queue.h"
+#include "transport/tcp/tcp_host.h"
+#include "transport/tcp/tcp_io.h"
+
+namespace rdmablk::transport {
+
+namespace p = rdmablk::protocol;
+namespace pt = rdmablk::protocol::tcp;
+
+namespace tcp {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr uint16_t kNone = 0xFFFF;
+
+enum class HTx : uint8_t { none, capsule, h2c };
+
+struct HostSlot {
+  HostCommand* cmd = nullptr;
+  bool active = false;
+  bool in_capsule = false;
+  bool in_txq = false;
+  bool digest_error = false;
+  HTx tx = HTx::none;
+  uint16_t tx_next = kNone;
+  uint16_t ttag = 0;
+  uint32_t c2h_received = 0;  // next expected C2HData offset
+  uint32_t h2c_solicited = 0;  // bytes asked for by R2Ts so far (end of the last R2T)
+  uint32_t tx_offset = 0;     // next H2CData byte to serialize
+  uint32_t tx_end = 0;        // end of the current R2T window
+};
+
+// Wait for `events` on fd until `deadline`. Returns revents, 0 on timeout, -errno on failure.
+int wait_fd(int fd, short events, Clock::time_point deadline) noexcept {
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+    if (left < 0) left = 0;
+    pollfd pfd{fd, events, 0};
+    int rc = ::poll(&pfd, 1, static_cast<int>(std::min<long long>(left, 1 << 30)));
+    if (rc > 0) return pfd.revents;
+    if (rc == 0) return 0;
+    if (errno != EINTR) return -errno;
+  }
+}
+
+class TcpHostQueue final : public HostQueue {
+ public:
+  TcpHostQueue(int fd, const HostQueueOptions& opts, const pt::TcpSession& session)
+      : fd_(fd), opts_(opts), session_(session), slots_(std::max<uint16_t>(opts.entries, 1)), rx_(64 * 1024) {
+    free_cids_.reserve(slots_.size());
+    for (std::size_t i = slots_.size(); i-- > 0;) free_cids_.push_back(static_cast<uint16_t>(i));
+    in_capsule_limit_ = opts.in_capsule_limit;
+  }
+  ~TcpHostQueue() override { close(); }
+
+  p::Status submit(HostCommand& cmd) noexcept override {
+    if (error_ != 0 || fd_ < 0) return p::status::transient_transport_error;
+    if (free_cids_.empty()) return p::status::command_interrupted;  // queue full: retry after a completion
+    const std::size_t len = cmd.data.size();
+    if (len > UINT32_MAX) return p::status::data_sgl_length_invalid;
+    const uint16_t cid = free_cids_.back();
+    free_cids_.pop_back();
+    HostSlot& s = slots_[cid];
+    s = HostSlot{};
+    s.cmd = &cmd;
+    s.active = true;
+    cmd.sqe.hdr.cid.set(cid);
+    cmd.sqe.hdr.set_psdt(p::Psdt::sgl_mptr_contiguous);
+    const bool has_data = cmd.direction != DataDirection::none && len != 0;
+    if (has_data && cmd.direction == DataDirection::host_to_controller && len <= in_capsule_limit_) {
+      cmd.sqe.hdr.dptr = p::make_in_capsule_sgl(0, static_cast<uint32_t>(len));
+      s.in_capsule = true;
+    } else {
+      cmd.sqe.hdr.dptr = p::make_transport_sgl(has_data ? static_cast<uint32_t>(len) : 0);
+    }
+    ++outstanding_;
+    queue_tx(cid, HTx::capsule);
+    return p::status::success;
+  }
+
+  int poll(unsigned min_completions, std::chrono::milliseconds timeout) noexcept override {
+    if (error_ != 0) return -error_;
+    if (fd_ < 0) return -ENOTCONN;
+    const auto deadline = Clock::now() + timeout;
+    completed_ = 0;
+    for (;;) {
+      bool progress = flush_tx();
+      if (error_ == 0) progress |= receive();
+      if (error_ != 0) return -error_;
+      if (min_completions != 0 && completed_ >= min_completions) break;
+      if (progress) continue;
+      if (min_completions == 0 || Clock::now() >= deadline) break;
+      short events = POLLIN;
+      if (!tx_.empty() || txq_head_ != kNone) events |= POLLOUT;
+      int rc = wait_fd(fd_, events, deadline);
+      if (rc < 0) {
+        fail(-rc, "poll");
+        return -error_;
+      }
+      if (rc == 0) break;
+    }
+    return static_cast<int>(completed_);
+  }
+
+  unsigned outstanding() const noexcept override { return outstanding_; }
+  uint16_t entries() const noexcept override { return static_cast<uint16_t>(slots_.size()); }
+  // MAXH2CDATA only sizes H2CData PDUs (the queue splits writes into them): no transfer limit on TCP.
+  uint32_t max_transfer() const noexcept override { return UINT32_MAX; }
+  void set_in_capsule_limit(uint32_t bytes) noexcept override { in_capsule_limit_ = bytes; }
+  const TransportAddress& address() const noexcept override { return opts_.address; }
+
+  void close() noexcept override {
+    if (fd_ < 0) return;
+    fail_all(p::status::transient_transport_error);
+    ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  enum class Rx : uint8_t { header, pad, data, skip, ddgst };
+
+  // ---- send -----------------------------------------------------------------------------------------
+
+  void queue_tx(uint16_t cid, HTx kind) noexcept {
+    HostSlot& s = slots_[cid];
+    s.tx = kind;
+    if (s.in_txq) return;
+    s.in_txq = true;
+    s.tx_next = kNone;
+    if (txq_tail_ == kNone) {
+      txq_head_ = cid;
+    } else {
+      slots_[txq_tail_].tx_next = cid;
+    }
+    txq_tail_ = cid;
+  }
+
+  template <typename Pdu>
+  void put_header(const Pdu& pdu) noexcept {
+    std::size_t n =
+        pt::write_pdu_header(pdu, std::span<uint8_t>(tx_.arena.data() + tx_.used, TxBatch::kArena - tx_.used));
+    tx_.add(tx_.alloc(n), n);
+  }
+
+  void put_data(const uint8_t* d, uint32_t len) noexcept {
+    tx_.add(d, len);
+    if (session_.ddgst) {
+      uint8_t* dg = tx_.alloc(pt::kDigestLen);
+      pt::store_digest(dg, p::crc32c(d, len));
+      tx_.add(dg, pt::kDigestLen);
+    }
+  }
+
+  bool serialize(uint16_t cid) noexcept {
+    HostSlot& s = slots_[cid];
+    HostCommand& cmd = *s.cmd;
+    if (s.tx == HTx::capsule) {
+      if (!tx_.room(3, TxBatch::kMaxPduOverhead)) return false;
+      const uint32_t icd = s.in_capsule ? static_cast<uint32_t>(cmd.data.size()) : 0;
+      put_header(pt::build_capsule_cmd(p::load<pt::SqeBytes>(&cmd.sqe), icd, session_));
+      if (icd != 0) put_data(cmd.data.data(), icd);
+    } else if (s.tx == HTx::h2c) {
+      const uint32_t max = std::max<uint32_t>(session_.maxh2cdata, pt::kMinMaxH2CData);
+      while (s.tx_offset < s.tx_end) {
+        if (!tx_.room(3, TxBatch::kMaxPduOverhead)) return false;
+        const uint32_t chunk = std::min(max, s.tx_end - s.tx_offset);
+        const bool last = s.tx_offset + chunk == s.tx_end;
+        put_header(pt::build_h2c_data(cid, s.ttag, s.tx_offset, chunk, last, session_));
+        put_data(cmd.data.data() + s.tx_offset, chunk);
+        s.tx_offset += chunk;
+      }
+    }
+    s.tx = HTx::none;
+    return true;
+  }
+
+  // Send what is queued, batch after batch, until done or the socket is full. True if bytes went out.
+  bool flush_tx() noexcept {
+    bool progress = false;
+    for (;;) {
+      if (tx_.empty()) {
+        tx_.reset();
+        while (txq_head_ != kNone) {
+          const uint16_t cid = txq_head_;
+          if (!serialize(cid)) break;
+          HostSlot& s = slots_[cid];
+          txq_head_ = s.tx_next;
+          if (txq_head_ == kNone) txq_tail_ = kNone;
+          s.in_txq = false;
+        }
+        if (tx_.empty()) return progress;
+      }
+      msghdr m{};
+      m.msg_iov = tx_.pending();
+      m.msg_iovlen = tx_.pending_count();
+      ssize_t n = ::sendmsg(fd_, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return progress;
+        fail(errno, "send");
+        return progress;
+      }
+      progress = true;
+      if (tx_.consume(static_cast<std::size_t>(n))) tx_.reset();
+    }
+  }
+
+  // ---- receive --------------------------------------------------------------------------------------
+
+  bool receive() noexcept {
+    bool progress = false;
+    for (int rounds = 0; rounds < 16 && error_ == 0; ++rounds) {
+      iovec iov[2];
+      unsigned cnt = rx_.prepare(iov);
+      ssize_t n = ::readv(fd_, iov, static_cast<int>(cnt));
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) break;
+        fail(errno, "receive");
+        break;
+      }
+      if (n == 0) {
+        fail(ECONNRESET, "controller closed the connection");
+        break;
+      }
+      progress = true;
+      rx_.commit(static_cast<std::size_t>(n));
+      process_rx();
+      if (static_cast<std::size_t>(n) < iov[0].iov_len + (cnt > 1 ? iov[1].iov_len : 0)) break;  // drained
+    }
+    return progress;
+  }
+
+  void process_rx() noexcept {
+    while (error_ == 0 && rx_step()) {
+    }
+  }
+
+  bool rx_step() noexcept {
+    switch (rx_state_) {
+      case Rx::header: {
+        if (rx_.size() < pt::kCommonHeaderLen) return false;
+        auto ch = pt::validate_common_header(rx_.data(), rx_.size(), session_, pt::Receiver::host);
+        if (!ch) return protocol_error(ch.error(), rx_.data(), std::min<std::size_t>(rx_.size(), 128));
+        if (rx_.size() < ch->header_len) return false;
+        auto info = pt::validate_pdu_header(rx_.data(), ch->header_len, session_, pt::Receiver::host);
+        if (!info) return protocol_error(info.error(), rx_.data(), std::min<std::size_t>(ch->header_len, 128));
+        cur_ = *info;
+        cur_hdr_len_ = std::min<uint32_t>(info->header_len, static_cast<uint32_t>(cur_hdr_.size()));
+        std::memcpy(cur_hdr_.data(), rx_.data(), cur_hdr_len_);
+        rx_.consume(info->header_len);
+        rx_dst_ = nullptr;
+        rx_cid_ = kNone;
+        on_header();
+        if (error_ != 0) return false;
+        if (cur_.has_data()) {
+          pad_left_ = cur_.pad_len();
+          rx_state_ = Rx::pad;
+        }
+        return true;
+      }
+      case Rx::pad:
+        pad_left_ = static_cast<uint32_t>(rx_.skip(pad_left_));
+        if (pad_left_ != 0) return false;
+        if (rx_dst_ != nullptr) {
+          rx_.set_destination(rx_dst_, cur_.data_len);
+          rx_state_ = Rx::data;
+        } else {
+          skip_left_ = cur_.data_len;
+          rx_state_ = Rx::skip;
+        }
+        return true;
+      case Rx::data:
+        if (!rx_.destination_done()) return false;
+        rx_.clear_destination();
+        return after_data();
+      case Rx::skip:
+        skip_left_ = static_cast<uint32_t>(rx_.skip(skip_left_));
+        if (skip_left_ != 0) return false;
+        return after_data();
+      case Rx::ddgst: {
+        if (rx_.size() < pt::kDigestLen) return false;
+        if (rx_dst_ != nullptr && p::crc32c(rx_dst_, cur_.data_len) != pt::load_digest(rx_.data())) {
+          // Like the Linux host: not fatal, the command fails with a data transfer error.
+          if (rx_cid_ != kNone) slots_[rx_cid_].digest_error = true;
+          spdlog::warn("nvme-tcp host {}: data digest error (cid {})", to_uri(opts_.address), rx_cid_);
+        }
+        rx_.consume(pt::kDigestLen);
+        rx_state_ = Rx::header;
+        data_done();
+        return true;
+      }
+    }
+    return false;
+  }
+
+  bool after_data() noexcept {
+    if (cur_.ddgst_len != 0) {
+      rx_state_ = Rx::ddgst;
+      return true;
+    }
+    rx_state_ = Rx::header;
+    data_done();
+    return true;
+  }
+
+  HostSlot* active_slot(uint16_t cid) noexcept {
+    if (cid >= slots_.size() || !slots_[cid].active) return nullptr;
+    return &slots_[cid];
+  }
+
+  void on_header() noexcept {
+    switch (cur_.type) {
+      case pt::PduType::capsule_resp: {
+        const auto cqe = p::load<p::Cqe>(cur_hdr_.data() + offsetof(pt::CapsuleRespPdu, cqe));
+        const uint16_t cid = cqe.cid.get();
+        if (active_slot(cid) == nullptr) {
+          protocol_error(pt::PduError{offsetof(pt::CapsuleRespPdu, cqe) + offsetof(p::Cqe, cid),
+                                      "CapsuleResp for a command not outstanding", pt::Fes::invalid_header_field},
+                         cur_hdr_.data(), cur_hdr_len_);
+          return;
+        }
+        finish(cid, cqe);
+        return;
+      }
+      case pt::PduType::c2h_data: {
+        const auto h = p::load<pt::C2HDataHdr>(cur_hdr_.data());
+        const uint16_t cid = h.cccid.get();
+        HostSlot* s = active_slot(cid);
+        if (s == nullptr || s->cmd->direction != DataDirection::controller_to_host) {
+          protocol_error(pt::PduError{offsetof(pt::C2HDataHdr, cccid), "C2HData for no read command",
+                                      pt::Fes::invalid_header_field},
+                         cur_hdr_.data(), cur_hdr_len_);
+          return;
+        }
+        auto range = pt::check_data_range(h.datao.get(), h.datal.get(), s->c2h_received,
+                                          static_cast<uint32_t>(s->cmd->data.size()));
+        if (!range) {
+          protocol_error(range.error(), cur_hdr_.data(), cur_hdr_len_);
+          return;
+        }
+        rx_cid_ = cid;
+        rx_dst_ = s->cmd->data.data() + h.datao.get();
+        return;
+      }
+      case pt::PduType::r2t: {
+        const auto r = p::load<pt::R2tPdu>(cur_hdr_.data());
+        const uint16_t cid = r.cccid.get();
+        HostSlot* s = active_slot(cid);
+        if (s == nullptr || s->cmd->direction != DataDirection::host_to_controller || s->in_capsule ||
+            s->tx_offset != s->tx_end || s->in_txq) {
+          protocol_error(pt::PduError{offsetof(pt::R2tPdu, cccid), "R2T for no write waiting for one",
+                                      pt::Fes::invalid_header_field},
+                         cur_hdr_.data(), cur_hdr_len_);
+          return;
+        }
+        auto range = pt::check_data_range(r.r2to.get(), r.r2tl.get(), s->h2c_solicited,
+                                          static_cast<uint32_t>(s->cmd->data.size()));
+        if (!range) {
+          protocol_error(range.error(), cur_hdr_.data(), cur_hdr_len_);
+          return;
+        }
+        s->ttag = r.ttag.get();
+        s->tx_offset = r.r2to.get();
+        s->tx_end = r.r2to.get() + r.r2tl.get();
+        s->h2c_solicited = s->tx_end;
+        queue_tx(cid, HTx::h2c);
+        return;
+      }
+      case pt::PduType::c2h_term_req: {
+        const auto t = p::load<pt::TermReqHdr>(cur_hdr_.data());
+        spdlog::warn("nvme-tcp host {}: controller terminated the connection: {} (FES {:#x}, FEI {})",
+                     to_uri(opts_.address), pt::fes_name(static_cast<pt::Fes>(t.fes.get())), t.fes.get(),
+                     t.fei.get());
+        fail(ECONNRESET, nullptr);
+        return;
+      }
+      default:
+        protocol_error(pt::PduError{0, "unexpected PDU", pt::Fes::pdu_sequence_error}, cur_hdr_.data(),
+                       cur_hdr_len_);
+        return;
+    }
+  }
+
+  void data_done() noexcept {
+    if (cur_.type != pt::PduType::c2h_data || rx_cid_ == kNone) return;
+    HostSlot* s = active_slot(rx_cid_);
+    if (s == nullptr) return;
+    s->c2h_received += cur_.data_len;
+    if ((cur_.flags & pt::kFlagSuccess) != 0) {
+      // SUCCESS: no CapsuleResp follows; synthesize a successful CQE.
+      p::Cqe cqe = p::make_cqe(rx_cid_, opts_.qid, 0, p::status::success);
+      finish(rx_cid_, cqe);
+    }
+  }
+
+  void finish(uint16_t cid, p::Cqe cqe) noexcept {
+    HostSlot& s = slots_[cid];
+    HostCommand* cmd = s.cmd;
+    if (s.digest_error && cqe.get_status().ok()) cqe.set_status(p::status::data_transfer_error);
+    if (s.in_txq) unlink_tx(cid);
+    s.active = false;
+    s.cmd = nullptr;
+    free_cids_.push_back(cid);
+    --outstanding_;
+    ++completed_;
+    if (cmd->on_complete != nullptr) cmd->on_complete(*cmd, cqe);
+  }
+
+  void unlink_tx(uint16_t cid) noexcept {
+    uint16_t prev = kNone;
+    for (uint16_t c = txq_head_; c != kNone; prev = c, c = slots_[c].tx_next) {
+      if (c != cid) continue;
+      if (prev == kNone) {
+        txq_head_ = slots_[c].tx_next;
+      } else {
+        slots_[prev].tx_next = slots_[c].tx_next;
+      }
+      if (txq_tail_ == c) txq_tail_ = prev;
+      break;
+    }
+    slots_[cid].in_txq = false;
+  }
+
+  // ---- errors ---------------------------------------------------------------------------------------
+
+  bool protocol_error(const pt::PduError& e, const uint8_t* hdr, std::size_t len) noexcept {
+    spdlog::warn("nvme-tcp host {}: protocol error from controller: {} ({}, offset {})", to_uri(opts_.address),
+                 e.what, pt::fes_name(e.fes), e.offset);
+    std::array<uint8_t, pt::kTermReqMaxPlen> term{};
+    std::size_t n = pt::write_term_req(term, pt::PduType::h2c_term_req, e, std::span<const uint8_t>(hdr, len));
+    if (n != 0 && tx_.empty()) {
+      ssize_t rc = ::send(fd_, term.data(), n, MSG_DONTWAIT | MSG_NOSIGNAL);
+      (void)rc;
+    }
+    fail(EPROTO, nullptr);
+    return false;
+  }
+
+  void fail(int err, const char* what) noexcept {
+    if (error_ != 0) return;
+    error_ = err != 0 ? err : EIO;
+    if (what != nullptr) {
+      spdlog::warn("nvme-tcp host {}: {}: {}", to_uri(opts_.address), what, std::strerror(error_));
+    }
+    if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
+    fail_all(p::status::transient_transport_error);
+  }
+
+  // Every outstanding command completes once with `st` (retryable: another path or a reconnect may work).
+  void fail_all(p::Status st) noexcept {
+    if (error_ == 0) error_ = ENOTCONN;
+    tx_.reset();
+    txq_head_ = txq_tail_ = kNone;
+    for (std::size_t i = 0; i < slots_.size(); ++i) {
+      HostSlot& s = slots_[i];
+      s.in_txq = false;
+      if (!s.active) continue;
+      p::Cqe cqe = p::make_cqe(static_cast<uint16_t>(i), opts_.qid, 0, st);
+      finish(static_cast<uint16_t>(i), cqe);
+    }
+  }
+
+  int fd_;
+  HostQueueOptions opts_;
+  pt::TcpSession session_;
+  std::vector<HostSlot> slots_;
+  std::vector<uint16_t> free_cids_;
+  uint32_t in_capsule_limit_ = 0;
+  unsigned outstanding_ = 0;
+  unsigned completed_ = 0;
+  int error_ = 0;
+
+  TxBatch tx_;
+  uint16_t txq_head_ = kNone;
+  uint16_t txq_tail_ = kNone;
+
+  RxBuffer rx_;
+  Rx rx_state_ = Rx::header;
+  pt::PduHeaderInfo cur_{};
+  std::array<uint8_t, 160> cur_hdr_{};
+  uint32_t cur_hdr_len_ = 0;
+  uint32_t pad_left_ = 0;
+  uint32_t skip_left_ = 0;
+  uint8_t* rx_dst_ = nullptr;
+  uint16_t rx_cid_ = kNone;
+};
+
+// Read or write exactly `len` bytes with a deadline on a non-blocking socket.
+Result<void> io_exact(int fd, uint8_t* buf, std::size_t len, bool writing, Clock::time_point deadline,
+                      const char* what) {
+  std::size_t done = 0;
+  while (done < len) {
+    ssize_t n = writing ? ::send(fd, buf + done, len - done, MSG_NOSIGNAL | MSG_DONTWAIT)
+                        : ::recv(fd, buf + done, len - done, MSG_DONTWAIT);
+    if (n > 0) {
+      done += static_cast<std::size_t>(n);
+      continue;
+    }
+    if (n == 0 && !writing) return make_error(std::string(what) + ": connection closed by the controller", ECONNRESET);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
+      int e = errno;
+      return make_error(std::string(what) + ": " + std::strerror(e), e);
+    }
+    int rc = wait_fd(fd, writing ? POLLOUT : POLLIN, deadline);
+    if (rc == 0) return make_error(std::string(what) + ": timed out", ETIMEDOUT);
+    if (rc < 0) return make_error(std::string(what) + ": " + std::strerror(-rc), -rc);
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<std::unique_ptr<HostQueue>> connect_tcp_host_queue(const HostQueueOptions& opts) {
+  const auto deadline = Clock::now() + opts.connect_timeout;
+  const std::string where = to_uri(opts.address);
+  auto sa = resolve_address(opts.address, false);
+  if (!sa) return tl::unexpected(sa.error());
+  int fd = ::socket(sa->storage.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return make_error("socket: " + std::string(std::strerror(errno)), errno);
+  auto fail = [&](Error e) -> Result<std::unique_ptr<HostQueue>> {
+    ::close(fd);
+    return tl::unexpected(std::move(e));
+  };
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  if (::connect(fd, sa->get(), sa->len) != 0) {
+    if (errno != EINPROGRESS) {
+      int e = errno;
+      return fail(Error{"connect to " + where + ": " + std::strerror(e), e});
+    }
+    int rc = wait_fd(fd, POLLOUT, deadline);
+    if (rc == 0) return fail(Error{"connect to " + where + ": timed out", ETIMEDOUT});
+    int err = 0;
+    socklen_t len = sizeof(err);
+    ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    if (rc < 0) err = -rc;
+    if (err != 0) return fail(Error{"connect to " + where + ": " + std::strerror(err), err});
+  }
+
+  // Connection initialization: ICReq -> ICResp.
+  pt::IcReqParams params;
+  params.hdgst = opts.header_digest;
+  params.ddgst = opts.data_digest;
+  params.maxr2t = 0;  // one R2T outstanding per command
+  const pt::IcReqPdu icreq = pt::build_icreq(params);
+  std::array<uint8_t, pt::kIcPduLen> buf{};
+  p::store(buf.data(), icreq);
+  if (auto r = io_exact(fd, buf.data(), buf.size(), true, deadline, "sending ICReq"); !r) return fail(r.error());
+  if (auto r = io_exact(fd, buf.data(), pt::kCommonHeaderLen, false, deadline, "receiving ICResp"); !r) {
+    return fail(r.error());
+  }
+  pt::TcpSession initial{};
+  auto ch = pt::validate_common_header(buf.data(), pt::kCommonHeaderLen, initial, pt::Receiver::host);
+  if (!ch) return fail(Error{std::string("bad ICResp from ") + where + ": " + ch.error().what, EPROTO});
+  if (ch->type == pt::PduType::c2h_term_req) {
+    return fail(Error{"controller " + where + " refused the connection (C2HTermReq)", ECONNREFUSED});
+  }
+  if (auto r = io_exact(fd, buf.data() + pt::kCommonHeaderLen, pt::kIcPduLen - pt::kCommonHeaderLen, false,
+                        deadline, "receiving ICResp");
+      !r) {
+    return fail(r.error());
+  }
+  auto info = pt::validate_pdu_header(buf.data(), buf.size(), initial, pt::Receiver::host);
+  if (!info || info->type != pt::PduType::ic_resp) {
+    return fail(Error{"bad ICResp from " + where + ": " + (info ? "not an ICResp" : info.error().what), EPROTO});
+  }
+  auto session = pt::host_session(icreq, p::load<pt::IcRespPdu>(buf.data()));
+  if (!session) return fail(Error{"bad ICResp from " + where + ": " + session.error().what, EPROTO});
+  return std::unique_ptr<HostQueue>(new TcpHostQueue(fd, opts, *session));
+}
+
+}  // namespace tcp
+
+// The transport switch. RDMA joins here when transport/rdma exists.
+Result<std::unique_ptr<HostQueue>> connect_host_queue(const HostQueueOptions& opts) {
+  switch (opts.address.type) {
+    case TransportType::tcp:
+      return tcp::connect_tcp_host_queue(opts);
+    case TransportType::rdma:
+      return make_error("RDMA transport not built yet", EPROTONOSUPPORT);
+  }
+  return make_error("unknown transport type", EINVAL);
+}
+
+}  // namespace rdmablk::transport
