@@ -1,0 +1,640 @@
+#include "transport/rdma/rdma_queue.h"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstring>
+
+#include <spdlog/spdlog.h>
+
+#include "protocol/command.h"
+#include "protocol/fabrics.h"
+#include "protocol/sgl.h"
+
+namespace rdmablk::transport::rdma {
+
+namespace p = rdmablk::protocol;
+namespace cm = rdmablk::protocol::rdma_cm;
+
+namespace {
+
+std::atomic<unsigned> g_live_queues{0};
+
+// Which way the command's data flows (NVMe Base 2.0 Figure 89: opcode bits 1:0), fabrics commands by FCTYPE.
+DataDirection command_direction(const p::Sqe& sqe, bool& bidirectional) noexcept {
+  bidirectional = false;
+  const uint8_t opc = sqe.hdr.opcode;
+  if (opc == p::kFabricsOpcode) {
+    switch (static_cast<p::FabricsType>(sqe.hdr.nsid.get() & 0xFF)) {
+      case p::FabricsType::connect:
+      case p::FabricsType::authentication_send:
+        return DataDirection::host_to_controller;
+      case p::FabricsType::authentication_receive:
+        return DataDirection::controller_to_host;
+      default:
+        return DataDirection::none;
+    }
+  }
+  switch (p::data_transfer(opc)) {
+    case p::DataTransfer::host_to_controller: return DataDirection::host_to_controller;
+    case p::DataTransfer::controller_to_host: return DataDirection::controller_to_host;
+    case p::DataTransfer::bidirectional: bidirectional = true; return DataDirection::none;
+    case p::DataTransfer::none: break;
+  }
+  return DataDirection::none;
+}
+
+std::size_t round_up(std::size_t v, std::size_t a) noexcept { return (v + a - 1) / a * a; }
+
+}  // namespace
+
+bool rdma_log_allowed() noexcept {
+  constexpr unsigned kLogBurst = 10;
+  static std::atomic<int64_t> window{0};
+  static std::atomic<unsigned> count{0};
+  const int64_t now_s =
+      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  int64_t w = window.load(std::memory_order_relaxed);
+  if (w != now_s && window.compare_exchange_strong(w, now_s, std::memory_order_relaxed)) {
+    count.store(0, std::memory_order_relaxed);
+  }
+  return count.fetch_add(1, std::memory_order_relaxed) < kLogBurst;
+}
+
+unsigned live_rdma_target_queues() noexcept { return g_live_queues.load(std::memory_order_relaxed); }
+
+// ---- sizing -------------------------------------------------------------------------------------------
+
+tl::expected<QueueSizing, cm::CmError> size_queue(const cm::ConnectRequest& req, uint8_t peer_initiator_depth,
+                                                  uint8_t peer_responder_resources, const DeviceLimits& dev,
+                                                  const RdmaTargetOptions& opts) noexcept {
+  auto refuse = [](cm::RejectStatus st, uint32_t off, const char* what) {
+    return tl::unexpected<cm::CmError>(cm::CmError{st, off, what});
+  };
+  QueueSizing s;
+  s.qid = req.qid;
+  const uint32_t entries = req.sq_entries();
+  s.sq_entries = static_cast<uint16_t>(entries);
+  if (dev.max_sge < 1 || dev.max_qp_wr < 2 || dev.max_msg_size == 0) {
+    return refuse(cm::RejectStatus::no_resources, 0, "device limits too small");
+  }
+  // Every command the host may have outstanding needs a RECV (the CQE SEND is posted after its repost).
+  if (entries > dev.max_qp_wr) {
+    return refuse(cm::RejectStatus::invalid_hsqsize, offsetof(cm::CmRequest, hsqsize),
+                  "HSQSIZE + 1 above the device's max_qp_wr");
+  }
+  // The host must be able to take a CQE for every command it may have outstanding.
+  if (req.hrqsize < entries) {
+    return refuse(cm::RejectStatus::invalid_hrqsize, offsetof(cm::CmRequest, hrqsize), "HRQSIZE below HSQSIZE + 1");
+  }
+  s.recv_count = s.sq_entries;
+  s.slots = static_cast<uint16_t>(std::min<uint32_t>(entries * 2, 0xFFFE));
+  s.in_capsule = req.qid == 0 ? opts.admin_in_capsule : opts.io_in_capsule;
+  s.recv_size = static_cast<uint32_t>(round_up(kSqeSize + s.in_capsule, 64));
+  s.in_capsule = s.recv_size - kSqeSize;
+  // One WR per chunk; a chain is at most kMaxChainChunks data WRs + the SEND.
+  const uint32_t max_transfer = std::min(opts.max_data_transfer, p::kSglKeyedMaxLength);
+  s.chunk = std::max<uint32_t>(dev.max_msg_size, (max_transfer + kMaxChainChunks - 1) / kMaxChainChunks);
+  if (s.chunk > dev.max_msg_size) {
+    return refuse(cm::RejectStatus::no_resources, 0, "device max message size too small for MDTS");
+  }
+  const uint32_t chain = (max_transfer + s.chunk - 1) / s.chunk + 1;
+  // Enough for every command to have a chain posted at once; the budget handles a smaller device limit.
+  const uint64_t want = uint64_t{entries} * chain + 1;
+  s.sq_depth = static_cast<uint32_t>(std::min<uint64_t>(want, dev.max_qp_wr));
+  if (s.sq_depth < chain) return refuse(cm::RejectStatus::no_resources, 0, "device send queue too small");
+  // ORD: the RDMA READs we may have in flight; the host offers them as its responder resources.
+  s.initiator_depth = static_cast<uint8_t>(std::min<uint32_t>(peer_initiator_depth, dev.max_qp_init_rd_atom));
+  s.responder_resources = static_cast<uint8_t>(std::min<uint32_t>(peer_responder_resources, dev.max_qp_rd_atom));
+  if (s.initiator_depth == 0) {
+    return refuse(cm::RejectStatus::invalid_ord, 0, "no RDMA READ allowed (initiator depth 0)");
+  }
+  s.crqsize = s.sq_entries;
+  if (dev.max_cqe != 0 && s.cq_need() > dev.max_cqe) {
+    return refuse(cm::RejectStatus::no_resources, 0, "queue larger than the device's completion queue");
+  }
+  return s;
+}
+
+std::size_t queue_region_bytes(const QueueSizing& s) noexcept {
+  return std::size_t{s.recv_count} * s.recv_size + std::size_t{s.slots} * kCqeSize;
+}
+
+// ---- queue --------------------------------------------------------------------------------------------
+
+RdmaTargetQueue::RdmaTargetQueue(RdmaQpOps& ops, BufferPool& pool, TargetQueueHandler& handler,
+                                 const RdmaTargetOptions& opts, const RdmaQueueSetup& setup)
+    : ops_(ops),
+      pool_(pool),
+      handler_(handler),
+      opts_(opts),
+      sizing_(setup.sizing),
+      recv_lkey_(setup.recv_lkey),
+      pool_lkey_(setup.pool_lkey),
+      inline_cqe_(setup.max_inline >= kCqeSize),
+      local_(setup.local),
+      peer_(setup.peer) {
+  qid_ = sizing_.qid;
+  sq_entries_ = sizing_.sq_entries;
+  slots_ = std::vector<Slot>(sizing_.slots);
+  recvs_ = std::vector<Recv>(sizing_.recv_count);
+  uint8_t* cqes = setup.region + std::size_t{sizing_.recv_count} * sizing_.recv_size;
+  free_slots_.reserve(slots_.size());
+  for (std::size_t i = slots_.size(); i-- > 0;) {
+    Slot& s = slots_[i];
+    s.req.queue = this;
+    s.req.tag = static_cast<uint16_t>(i);
+    s.waiter.slot = &s;
+    s.waiter.w.fn = &RdmaTargetQueue::on_buffer;
+    s.send_ctx = WrCtx{this, WrKind::send, static_cast<uint16_t>(i)};
+    s.read_ctx = WrCtx{this, WrKind::read, static_cast<uint16_t>(i)};
+    s.rsp = cqes + i * kCqeSize;
+    free_slots_.push_back(static_cast<uint16_t>(i));
+  }
+  for (std::size_t i = 0; i < recvs_.size(); ++i) {
+    recvs_[i].ctx = WrCtx{this, WrKind::recv, static_cast<uint16_t>(i)};
+    recvs_[i].buf = setup.region + i * sizing_.recv_size;
+  }
+  g_live_queues.fetch_add(1, std::memory_order_relaxed);
+}
+
+RdmaTargetQueue::~RdmaTargetQueue() {
+  for (Slot& s : slots_) {
+    if (s.waiter.w.waiting) pool_.cancel_wait(s.waiter.w);
+    if (s.buf) pool_.release(s.buf);
+    s.buf = Buffer{};
+  }
+  g_live_queues.fetch_sub(1, std::memory_order_relaxed);
+}
+
+unsigned RdmaTargetQueue::pending_count() const noexcept {
+  unsigned n = 0;
+  for (uint16_t i = pend_head_; i != kNone; i = slots_[i].next) ++n;
+  return n;
+}
+
+RdmaTargetQueue::Slot* RdmaTargetQueue::slot_of(TargetRequest& req) noexcept {
+  if (req.queue != this || req.tag >= slots_.size()) return nullptr;
+  return &slots_[req.tag];
+}
+
+bool RdmaTargetQueue::repost_recv(uint16_t index) noexcept {
+  Recv& r = recvs_[index];
+  if (r.posted || state_ != State::live) return true;
+  ibv_sge sge{reinterpret_cast<uintptr_t>(r.buf), sizing_.recv_size, recv_lkey_};
+  ibv_recv_wr wr{};
+  wr.wr_id = reinterpret_cast<uintptr_t>(&r.ctx);
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  if (int rc = ops_.post_recv(&wr); rc != 0) {
+    if (rdma_log_allowed()) spdlog::warn("nvme-rdma {}: post_recv failed: {}", peer_, std::strerror(rc));
+    return false;
+  }
+  r.posted = true;
+  ++recv_outstanding_;
+  return true;
+}
+
+bool RdmaTargetQueue::post_initial_recvs() noexcept {
+  for (std::size_t i = 0; i < recvs_.size(); ++i) {
+    if (!repost_recv(static_cast<uint16_t>(i))) return false;
+  }
+  return true;
+}
+
+void RdmaTargetQueue::start() noexcept {
+  handler_.on_queue_created(*this);
+  created_ = true;
+  maybe_finish();
+}
+
+// ---- completions --------------------------------------------------------------------------------------
+
+void RdmaTargetQueue::on_completion(const WrCtx& ctx, const ibv_wc& wc) noexcept {
+  in_completion_ = true;
+  switch (ctx.kind) {
+    case WrKind::recv:
+      if (ctx.index < recvs_.size()) on_recv(recvs_[ctx.index], wc);
+      break;
+    case WrKind::send:
+      if (ctx.index < slots_.size()) on_send_done(slots_[ctx.index], wc);
+      break;
+    case WrKind::read:
+      if (ctx.index < slots_.size()) on_read_done(slots_[ctx.index], wc);
+      break;
+  }
+  in_completion_ = false;
+  if (state_ == State::live) run_pending();
+  maybe_finish();
+}
+
+void RdmaTargetQueue::wc_error(const ibv_wc& wc, const char* what) noexcept {
+  if (state_ != State::live) return;
+  if (wc.status != IBV_WC_WR_FLUSH_ERR && rdma_log_allowed()) {
+    spdlog::warn("nvme-rdma {}: {} completion failed: {} (vendor error {:#x}); closing the queue", peer_, what,
+                 ibv_wc_status_str(wc.status), wc.vendor_err);
+  }
+  begin_close();
+}
+
+void RdmaTargetQueue::on_recv(Recv& r, const ibv_wc& wc) noexcept {
+  r.posted = false;
+  --recv_outstanding_;
+  if (wc.status != IBV_WC_SUCCESS) return wc_error(wc, "RECV");
+  if (state_ != State::live) return;
+  if (wc.opcode != IBV_WC_RECV) return fatal("unexpected receive completion opcode");
+  if (wc.byte_len < kSqeSize) return fatal("capsule shorter than a 64-byte SQE");
+  if (free_slots_.empty()) return fatal("more commands outstanding than the queue size");
+  Slot& s = slots_[free_slots_.back()];
+  free_slots_.pop_back();
+  parse_capsule(s, r.buf, wc.byte_len, r.ctx.index);
+}
+
+void RdmaTargetQueue::parse_capsule(Slot& s, const uint8_t* buf, uint32_t len, uint16_t recv_index) noexcept {
+  const auto sqe = p::load<p::Sqe>(buf);
+  if (sq_entries_ != 0) sqhd_ = static_cast<uint16_t>((sqhd_ + 1) % sq_entries_);
+  s.req.sqe = sqe;
+  s.req.cqe = p::Cqe{};
+  s.req.direction = DataDirection::none;
+  s.req.data_length = 0;
+  s.req.data = nullptr;
+  s.req.data_in_capsule = false;
+  s.req.fixed_buffer_index = -1;
+  s.cid = sqe.hdr.cid.get();
+  s.keyed = false;
+  s.invalidate = false;
+  s.tx_with_data = false;
+  s.post = Post::none;
+  s.recv = recv_index;  // held until we know whether the capsule carries data
+  s.state = SlotState::core;
+  const uint32_t icd_len = len - kSqeSize;
+
+  auto give_back_recv = [&]() noexcept {
+    const uint16_t r = s.recv;
+    s.recv = kNone;
+    if (!repost_recv(r)) fatal("cannot repost a receive buffer");
+  };
+
+  auto sgl = p::decode_data_sgl(sqe.hdr.dptr, p::SglAccept::rdma, offsetof(p::SqeHeader, dptr));
+  if (!sgl) return early_complete(s, p::status::sgl_descriptor_type_invalid);
+  bool bidir = false;
+  const DataDirection dir = command_direction(sqe, bidir);
+  const uint32_t length = sgl->length;
+  if (bidir && length != 0) return early_complete(s, p::status::invalid_field);
+  if (length == 0 || dir == DataDirection::none) {
+    if (icd_len != 0 && sgl->kind == p::SglKind::in_capsule) return early_complete(s, p::status::data_sgl_length_invalid);
+    give_back_recv();
+    if (state_ != State::live) return recycle(s);
+    return dispatch(s);
+  }
+  if (sgl->kind == p::SglKind::in_capsule) {
+    if (dir != DataDirection::host_to_controller) return early_complete(s, p::status::invalid_field);
+    if (sgl->addr > icd_len) return early_complete(s, p::status::sgl_offset_invalid);
+    if (length > sizing_.in_capsule || !p::sgl_fits_in_capsule(*sgl, icd_len)) {
+      return early_complete(s, p::status::data_sgl_length_invalid);
+    }
+    s.req.direction = dir;
+    s.req.data_length = length;
+    s.req.data_in_capsule = true;
+    s.req.data = recvs_[recv_index].buf + kSqeSize + sgl->addr;  // no copy: the RECV stays ours until complete
+    return dispatch(s);
+  }
+  // Keyed data block.
+  if (length > opts_.max_data_transfer) return early_complete(s, p::status::data_sgl_length_invalid);
+  s.keyed = true;
+  s.invalidate = sgl->invalidate;
+  s.raddr = sgl->addr;
+  s.rkey = sgl->key;
+  s.req.direction = dir;
+  s.req.data_length = length;
+  give_back_recv();
+  if (state_ != State::live) return recycle(s);
+  Buffer b = pool_.acquire(length);
+  if (!b) {
+    s.state = SlotState::wait_buffer;
+    s.waiter.w.bytes = length;
+    pool_.wait(s.waiter.w);
+    return;
+  }
+  s.buf = b;
+  s.req.data = b.data;
+  s.req.fixed_buffer_index = BufferPool::kFixedBufferIndex;
+  dispatch(s);
+}
+
+void RdmaTargetQueue::on_buffer(BufferWaiter* w, Buffer b) noexcept {
+  Slot* s = reinterpret_cast<Slot::Waiter*>(w)->slot;
+  static_cast<RdmaTargetQueue*>(s->req.queue)->buffer_arrived(*s, b);
+}
+
+void RdmaTargetQueue::buffer_arrived(Slot& s, Buffer b) noexcept {
+  if (s.state != SlotState::wait_buffer || state_ != State::live) {
+    pool_.release(b);
+    return;
+  }
+  s.buf = b;
+  s.req.data = b.data;
+  s.req.fixed_buffer_index = BufferPool::kFixedBufferIndex;
+  dispatch(s);
+}
+
+void RdmaTargetQueue::dispatch(Slot& s) noexcept {
+  s.state = SlotState::core;
+  ++core_held_;
+  handler_.on_command(s.req);
+}
+
+void RdmaTargetQueue::early_complete(Slot& s, p::Status st) noexcept {
+  s.req.cqe = p::Cqe{};
+  s.req.cqe.set_status(st);
+  s.req.cqe.cid.set(s.cid);
+  s.req.cqe.sqid.set(qid_);
+  s.req.cqe.sqhd.set(sqhd_);
+  s.keyed = false;
+  s.invalidate = false;
+  s.tx_with_data = false;
+  if (s.recv != kNone) {
+    const uint16_t r = s.recv;
+    s.recv = kNone;
+    if (!repost_recv(r)) return fatal("cannot repost a receive buffer");
+  }
+  if (state_ != State::live) return recycle(s);
+  queue_post(s, Post::response);
+}
+
+// ---- TargetQueue ----------------------------------------------------------------------------------------
+
+void RdmaTargetQueue::fetch_data(TargetRequest& req) noexcept {
+  Slot* s = slot_of(req);
+  if (s == nullptr || s->state != SlotState::core) return;
+  if (state_ != State::live) return;  // closing: the core releases it
+  if (req.direction != DataDirection::host_to_controller || req.data_length == 0 || req.data_in_capsule) {
+    handler_.on_data_ready(req, p::status::success);
+    return;
+  }
+  queue_post(*s, Post::read);
+}
+
+void RdmaTargetQueue::complete(TargetRequest& req, bool with_data) noexcept {
+  Slot* s = slot_of(req);
+  if (s == nullptr || s->state != SlotState::core) return;
+  --core_held_;
+  if (state_ != State::live) {
+    recycle(*s);
+    maybe_finish();
+    return;
+  }
+  s->req.cqe.cid.set(s->cid);
+  s->req.cqe.sqid.set(qid_);
+  s->req.cqe.sqhd.set(sqhd_);
+  s->tx_with_data = with_data && req.direction == DataDirection::controller_to_host && req.data_length != 0 &&
+                    req.data != nullptr && s->keyed;
+  if (s->recv != kNone) {
+    // In-capsule data is consumed: the RECV goes back before the CQE can reach the host.
+    const uint16_t r = s->recv;
+    s->recv = kNone;
+    s->req.data = nullptr;
+    if (!repost_recv(r)) {
+      fatal("cannot repost a receive buffer");
+      return;
+    }
+  }
+  queue_post(*s, Post::response);
+  if (!in_completion_) maybe_finish();
+}
+
+void RdmaTargetQueue::release(TargetRequest& req) noexcept {
+  Slot* s = slot_of(req);
+  if (s == nullptr || s->state != SlotState::core) return;
+  --core_held_;
+  recycle(*s);
+  if (!in_completion_) maybe_finish();
+}
+
+void RdmaTargetQueue::close(const char* reason) noexcept {
+  if (state_ != State::live) return;
+  spdlog::info("nvme-rdma {}: closing queue {}: {}", peer_, qid_, reason != nullptr ? reason : "");
+  begin_close();
+}
+
+void RdmaTargetQueue::connection_lost(const char* why) noexcept {
+  if (state_ != State::live) return;
+  spdlog::debug("nvme-rdma {}: queue {}: {}", peer_, qid_, why);
+  begin_close();
+}
+
+void RdmaTargetQueue::set_connected(uint16_t qid, uint16_t sq_entries) noexcept {
+  qid_ = qid;
+  if (sq_entries != 0) sq_entries_ = sq_entries;
+}
+
+// ---- send queue -----------------------------------------------------------------------------------------
+
+void RdmaTargetQueue::queue_post(Slot& s, Post what) noexcept {
+  s.post = what;
+  s.state = SlotState::wait_sq;
+  if (pend_head_ == kNone && try_post(s)) return;
+  s.next = kNone;
+  if (pend_tail_ == kNone) {
+    pend_head_ = s.req.tag;
+  } else {
+    slots_[pend_tail_].next = s.req.tag;
+  }
+  pend_tail_ = s.req.tag;
+}
+
+void RdmaTargetQueue::run_pending() noexcept {
+  while (pend_head_ != kNone && state_ == State::live) {
+    Slot& s = slots_[pend_head_];
+    if (!try_post(s)) break;
+    pend_head_ = s.next;
+    if (pend_head_ == kNone) pend_tail_ = kNone;
+    s.next = kNone;
+  }
+}
+
+// Posts s's chain if the send queue has room. False when it must wait (s is left for the caller to queue).
+bool RdmaTargetQueue::try_post(Slot& s) noexcept {
+  if (state_ != State::live) return false;
+  const uint32_t need = s.post == Post::read ? chunks(s.req.data_length)
+                                            : (s.tx_with_data ? chunks(s.req.data_length) : 0) + 1;
+  if (sq_used_ + need > sizing_.sq_depth) return false;
+  const bool ok = s.post == Post::read ? post_read(s) : post_response(s);
+  if (!ok) {
+    fatal("ibv_post_send failed");
+    return true;  // consumed (the queue is closing; teardown recycles it)
+  }
+  sq_used_ += need;
+  ++send_outstanding_;
+  return true;
+}
+
+bool RdmaTargetQueue::post_read(Slot& s) noexcept {
+  std::array<ibv_send_wr, kMaxChainChunks> wrs{};
+  std::array<ibv_sge, kMaxChainChunks> sges{};
+  const uint32_t n = chunks(s.req.data_length);
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint32_t off = i * sizing_.chunk;
+    const uint32_t len = std::min(sizing_.chunk, s.req.data_length - off);
+    sges[i] = ibv_sge{reinterpret_cast<uintptr_t>(s.req.data + off), len, pool_lkey_};
+    ibv_send_wr& wr = wrs[i];
+    wr.opcode = IBV_WR_RDMA_READ;
+    wr.sg_list = &sges[i];
+    wr.num_sge = 1;
+    wr.wr.rdma.remote_addr = s.raddr + off;
+    wr.wr.rdma.rkey = s.rkey;
+    wr.next = i + 1 < n ? &wrs[i + 1] : nullptr;
+    if (i + 1 == n) {
+      wr.wr_id = reinterpret_cast<uintptr_t>(&s.read_ctx);
+      wr.send_flags = IBV_SEND_SIGNALED;
+    }
+  }
+  s.state = SlotState::read;
+  s.read_wrs = n;
+  s.read_inflight = true;
+  if (ops_.post_send(wrs.data()) != 0) {
+    s.read_inflight = false;
+    return false;
+  }
+  return true;
+}
+
+bool RdmaTargetQueue::post_response(Slot& s) noexcept {
+  std::array<ibv_send_wr, kMaxChainChunks + 1> wrs{};
+  std::array<ibv_sge, kMaxChainChunks + 1> sges{};
+  const uint32_t n = s.tx_with_data ? chunks(s.req.data_length) : 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint32_t off = i * sizing_.chunk;
+    const uint32_t len = std::min(sizing_.chunk, s.req.data_length - off);
+    sges[i] = ibv_sge{reinterpret_cast<uintptr_t>(s.req.data + off), len, pool_lkey_};
+    ibv_send_wr& wr = wrs[i];
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.sg_list = &sges[i];
+    wr.num_sge = 1;
+    wr.wr.rdma.remote_addr = s.raddr + off;
+    wr.wr.rdma.rkey = s.rkey;
+    wr.next = &wrs[i + 1];
+  }
+  std::memcpy(s.rsp, &s.req.cqe, kCqeSize);
+  sges[n] = ibv_sge{reinterpret_cast<uintptr_t>(s.rsp), kCqeSize, recv_lkey_};
+  ibv_send_wr& send = wrs[n];
+  send.wr_id = reinterpret_cast<uintptr_t>(&s.send_ctx);
+  send.sg_list = &sges[n];
+  send.num_sge = 1;
+  send.send_flags = IBV_SEND_SIGNALED | (inline_cqe_ ? unsigned{IBV_SEND_INLINE} : 0u);
+  if (s.keyed && s.invalidate) {
+    send.opcode = IBV_WR_SEND_WITH_INV;
+    send.invalidate_rkey = s.rkey;
+  } else {
+    send.opcode = IBV_WR_SEND;
+  }
+  s.state = SlotState::tx;
+  s.send_wrs = n + 1;
+  s.send_inflight = true;
+  if (ops_.post_send(wrs.data()) != 0) {
+    s.send_inflight = false;
+    return false;
+  }
+  return true;
+}
+
+void RdmaTargetQueue::on_send_done(Slot& s, const ibv_wc& wc) noexcept {
+  if (!s.send_inflight) return;
+  s.send_inflight = false;
+  sq_used_ -= std::min(sq_used_, s.send_wrs);
+  --send_outstanding_;
+  if (wc.status != IBV_WC_SUCCESS) wc_error(wc, "SEND");
+  recycle(s);
+}
+
+void RdmaTargetQueue::on_read_done(Slot& s, const ibv_wc& wc) noexcept {
+  if (!s.read_inflight) return;
+  s.read_inflight = false;
+  sq_used_ -= std::min(sq_used_, s.read_wrs);
+  --send_outstanding_;
+  if (s.state == SlotState::free) {  // released while the READ was in flight: the buffer is free now
+    Buffer b = s.buf;
+    s.buf = Buffer{};
+    if (b) pool_.release(b);
+    if (wc.status != IBV_WC_SUCCESS) wc_error(wc, "RDMA READ");
+    return;
+  }
+  if (wc.status != IBV_WC_SUCCESS) {
+    wc_error(wc, "RDMA READ");  // begin_close tells the core (the slot is in state read)
+    return;
+  }
+  if (s.state != SlotState::read || state_ != State::live) return;
+  s.state = SlotState::core;
+  handler_.on_data_ready(s.req, p::status::success);
+}
+
+// ---- teardown -------------------------------------------------------------------------------------------
+
+void RdmaTargetQueue::recycle(Slot& s) noexcept {
+  if (s.state == SlotState::free) return;
+  if (s.waiter.w.waiting) pool_.cancel_wait(s.waiter.w);
+  s.state = SlotState::free;
+  s.post = Post::none;
+  if (s.recv != kNone) {
+    const uint16_t r = s.recv;
+    s.recv = kNone;
+    repost_recv(r);  // no-op while closing
+  }
+  s.req.data = nullptr;
+  free_slots_.push_back(s.req.tag);
+  if (s.read_inflight || s.send_inflight) return;  // the device may still touch the buffer: freed on its completion
+  Buffer b = s.buf;
+  s.buf = Buffer{};
+  if (b) pool_.release(b);  // last: may hand the buffer to a waiter, which runs more code
+}
+
+void RdmaTargetQueue::fatal(const char* what) noexcept {
+  if (state_ != State::live) return;
+  if (rdma_log_allowed()) spdlog::warn("nvme-rdma {}: queue {}: protocol error, closing: {}", peer_, qid_, what);
+  begin_close();
+}
+
+void RdmaTargetQueue::begin_close() noexcept {
+  if (state_ != State::live) return;
+  state_ = State::closing;
+  ops_.disconnect();
+  // Unposted chains are dropped: responses are recycled, reads fail below.
+  while (pend_head_ != kNone) {
+    Slot& s = slots_[pend_head_];
+    pend_head_ = s.next;
+    s.next = kNone;
+    if (s.post == Post::read) {
+      s.state = SlotState::read;  // reported as failed below
+    } else {
+      recycle(s);
+    }
+  }
+  pend_tail_ = kNone;
+  for (Slot& s : slots_) {
+    if (s.state == SlotState::wait_buffer) recycle(s);
+  }
+  for (Slot& s : slots_) {
+    if (s.state == SlotState::read) {
+      s.state = SlotState::core;
+      handler_.on_data_ready(s.req, p::status::transient_transport_error);
+    }
+  }
+  if (created_ && !closed_notified_) {
+    closed_notified_ = true;
+    handler_.on_queue_closed(*this);
+  }
+  if (!in_completion_) maybe_finish();
+}
+
+void RdmaTargetQueue::maybe_finish() noexcept {
+  if (state_ != State::closing || destroyed_ || in_completion_) return;
+  if (!created_ || core_held_ != 0 || recv_outstanding_ != 0 || send_outstanding_ != 0) return;
+  for (Slot& s : slots_) {
+    if (s.state != SlotState::free) recycle(s);
+  }
+  state_ = State::closed;
+  destroyed_ = true;
+  ops_.destroy();  // may delete this
+}
+
+}  // namespace rdmablk::transport::rdma

@@ -1,0 +1,67 @@
+// NVMe-oF RDMA transport binding (NVMe over Fabrics 1.1, 7.3), controller side: an rdma_cm listener that
+// accepts queue pairs and spreads them over reactors, and per reactor the verbs objects the queues share.
+//
+// Threading (same conventions as transport/tcp/tcp_target.h):
+//   - The listener's rdma_cm event channel is watched on reactors[0] (io_uring POLL_ADD on its fd). A
+//     CONNECT_REQUEST is validated there (private data RECFMT/QID/HRQSIZE/HSQSIZE, IRD/ORD, device
+//     limits; refused with rdma_reject carrying the binding's status) and handed round robin to a
+//     reactor by post(); that reactor migrates the new cm_id to its own event channel, creates the QP,
+//     posts the RECVs and accepts with CRQSIZE. From then on everything the queue does happens on that
+//     reactor's thread, and the core's callbacks arrive there.
+//   - Per reactor and device: one PD, the reactor BufferPool's region registered once (ibv_reg_mr; also
+//     io_uring fixed buffer 0 of the backends = zero copy), one completion channel and one CQ shared by
+//     the reactor's queues. Adaptive polling: a reactor Poller busy-polls the CQ while completions flow;
+//     after a short idle spell it arms ibv_req_notify_cq and the reactor may sleep: the completion
+//     channel's fd (POLL_ADD on the reactor's io_uring) wakes it. Idle connections cost no CPU.
+//   - These per-reactor objects live while a listener or a queue uses them, and are freed on the reactor
+//     thread afterwards (so reactors must keep running until live_rdma_reactor_contexts() is 0).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "protocol/result.h"
+#include "transport/address.h"
+#include "transport/buffer_pool.h"
+#include "transport/rdma/rdma_queue.h"
+#include "transport/reactor.h"
+#include "transport/target_queue.h"
+
+namespace rdmablk::transport::rdma {
+
+// A reactor a listener may place queues on, with the reactor's buffer pool.
+struct RdmaReactorSlot {
+  Reactor* reactor = nullptr;
+  BufferPool* pool = nullptr;
+};
+
+class RdmaListener {
+ public:
+  // Creates the event channel and the cm_id, binds (RDMA_PS_TCP) and listens now, so an address without
+  // an RDMA device or a port in use is reported to the caller (port 0 picks one: see address()).
+  static Result<std::unique_ptr<RdmaListener>> create(const TransportAddress& address,
+                                                      std::vector<RdmaReactorSlot> reactors,
+                                                      TargetQueueHandler& handler,
+                                                      const RdmaTargetOptions& opts = {});
+  ~RdmaListener();  // stop()
+  RdmaListener(const RdmaListener&) = delete;
+  RdmaListener& operator=(const RdmaListener&) = delete;
+
+  const TransportAddress& address() const noexcept;
+  // Stop listening (thread-safe, idempotent). Established queues are not affected. The cm_id and the
+  // channel are destroyed on reactors[0], which must keep running.
+  void stop() noexcept;
+
+  struct Impl;
+
+ private:
+  RdmaListener() = default;
+  Impl* impl_ = nullptr;  // lives on reactors[0]; deletes itself after stop
+  TransportAddress address_;
+};
+
+// Per-reactor verbs contexts alive in this process (tests wait for teardown with it).
+unsigned live_rdma_reactor_contexts() noexcept;
+
+}  // namespace rdmablk::transport::rdma
