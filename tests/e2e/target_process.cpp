@@ -1,0 +1,459 @@
+#include "target_process.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "protocol/command.h"
+#include "transport/host_queue.h"
+
+namespace e2e {
+
+namespace fs = std::filesystem;
+using rdmablk::Result;
+using rdmablk::protocol::Cqe;
+using rdmablk::transport::DataDirection;
+
+// ---------------------------------------------------------------------------------------------------------
+// Files and directories
+// ---------------------------------------------------------------------------------------------------------
+
+TempDir::TempDir() {
+  const char* base = std::getenv("TMPDIR");
+  std::string tmpl = std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/rdmablk-e2e-XXXXXX";
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  if (::mkdtemp(buf.data()) == nullptr) {
+    ADD_FAILURE() << "mkdtemp(" << tmpl << "): " << std::strerror(errno);
+    return;
+  }
+  path_ = buf.data();
+}
+
+TempDir::~TempDir() {
+  if (path_.empty()) return;
+  if (::testing::Test::HasFailure()) {
+    std::fprintf(stderr, "[e2e] keeping %s for inspection (the test failed)\n", path_.c_str());
+    return;
+  }
+  std::error_code ec;
+  fs::remove_all(path_, ec);
+}
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void write_file(const fs::path& p, std::string_view text) {
+  // Write a sibling and rename it into place: the target may be reading the old file at this moment.
+  fs::path tmp = p;
+  tmp += ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+  }
+  fs::rename(tmp, p);
+}
+
+std::string substitute(std::string text, const std::vector<std::pair<std::string, std::string>>& values) {
+  for (const auto& [key, value] : values) {
+    const std::string token = "${" + key + "}";
+    for (std::size_t at = text.find(token); at != std::string::npos; at = text.find(token, at + value.size())) {
+      text.replace(at, token.size(), value);
+    }
+  }
+  return text;
+}
+
+uint16_t pick_free_port(const char* address) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return 0;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = 0;
+  ::inet_pton(AF_INET, address, &a.sin_addr);
+  uint16_t port = 0;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) {
+    socklen_t len = sizeof(a);
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) port = ntohs(a.sin_port);
+  }
+  ::close(fd);
+  return port;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Child processes
+// ---------------------------------------------------------------------------------------------------------
+
+namespace {
+
+// fork + exec with stdout/stderr redirected; everything the child needs is prepared before the fork (only
+// async-signal-safe calls after it: the test binary may have threads).
+pid_t spawn(const std::vector<std::string>& argv, const fs::path& out_path, const fs::path& err_path, bool append) {
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const std::string out_s = out_path.string(), err_s = err_path.string();
+  const int flags = O_WRONLY | O_CREAT | O_CLOEXEC | (append ? O_APPEND : O_TRUNC);
+  const pid_t parent = ::getpid();
+  sigset_t none;
+  sigemptyset(&none);
+
+  pid_t pid = ::fork();
+  if (pid != 0) return pid;  // parent (or -1)
+
+  // Child.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent) ::_exit(126);  // the parent died before prctl
+  int in = ::open("/dev/null", O_RDONLY);
+  int out = ::open(out_s.c_str(), flags, 0644);
+  int err = out_s == err_s ? out : ::open(err_s.c_str(), flags, 0644);
+  if (in < 0 || out < 0 || err < 0) ::_exit(125);
+  ::dup2(in, 0);
+  ::dup2(out, 1);
+  ::dup2(err, 2);
+  for (int sig : {SIGPIPE, SIGTERM, SIGHUP, SIGINT}) ::signal(sig, SIG_DFL);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
+  ::execv(args[0], args.data());
+  ::_exit(127);
+}
+
+// Polls waitpid until the child exits or `timeout` passes.
+bool reap(pid_t pid, std::chrono::milliseconds timeout, int* raw_status) {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    pid_t r = ::waitpid(pid, raw_status, WNOHANG);
+    if (r == pid) return true;
+    if (r < 0 && errno != EINTR) return true;  // not our child any more
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(5ms);
+  }
+}
+
+std::atomic<unsigned> g_output_counter{0};
+
+}  // namespace
+
+ProcessResult run_process(const std::vector<std::string>& argv, const fs::path& work_dir,
+                          std::chrono::milliseconds timeout) {
+  BackgroundProcess p(argv, work_dir, fs::path(argv.at(0)).filename().string());
+  return p.wait(timeout);
+}
+
+BackgroundProcess::BackgroundProcess(const std::vector<std::string>& argv, const fs::path& work_dir,
+                                     const std::string& name) {
+  unsigned n = g_output_counter++;
+  out_path_ = work_dir / (name + "." + std::to_string(n) + ".out");
+  err_path_ = work_dir / (name + "." + std::to_string(n) + ".err");
+  started_at_ = std::chrono::steady_clock::now();
+  pid_ = spawn(argv, out_path_, err_path_, false);
+  if (pid_ < 0) ADD_FAILURE() << "fork: " << std::strerror(errno);
+}
+
+BackgroundProcess::~BackgroundProcess() {
+  if (pid_ > 0) {
+    ::kill(pid_, SIGKILL);
+    int st = 0;
+    ::waitpid(pid_, &st, 0);
+  }
+}
+
+ProcessResult BackgroundProcess::wait(std::chrono::milliseconds timeout) {
+  ProcessResult r;
+  if (pid_ <= 0) return r;
+  int st = 0;
+  if (!reap(pid_, timeout, &st)) {
+    r.timed_out = true;
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, &st, 0);
+  }
+  pid_ = -1;
+  r.elapsed = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started_at_);
+  if (WIFEXITED(st)) r.exit_status = WEXITSTATUS(st);
+  if (WIFSIGNALED(st)) r.signal = WTERMSIG(st);
+  r.out = read_file(out_path_);
+  r.err = read_file(err_path_);
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// TargetProcess
+// ---------------------------------------------------------------------------------------------------------
+
+TargetProcess::TargetProcess() = default;
+
+TargetProcess::~TargetProcess() {
+  if (running()) {
+    auto r = stop();
+    if (!r) ADD_FAILURE() << r.message();
+  }
+}
+
+std::string TargetProcess::render(const std::string& yaml_template) const {
+  return substitute(yaml_template, {{"IO_PORT", std::to_string(io_port_)},
+                                    {"DISC_PORT", std::to_string(disc_port_)},
+                                    {"DIR", dir().string()},
+                                    {"NQN", kSubnqn}});
+}
+
+std::size_t TargetProcess::log_size() const {
+  std::error_code ec;
+  auto n = fs::file_size(log_path(), ec);
+  return ec ? 0 : static_cast<std::size_t>(n);
+}
+
+bool TargetProcess::wait_for_log(std::string_view needle, std::chrono::milliseconds timeout, std::size_t from) const {
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    std::string text = log();
+    if (text.size() > from && text.find(needle, from) != std::string::npos) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(10ms);
+  }
+}
+
+::testing::AssertionResult TargetProcess::failure(const std::string& what) const {
+  return ::testing::AssertionFailure() << what << "\n----- " << log_path().string() << " -----\n"
+                                       << log() << "----- end of target log -----";
+}
+
+::testing::AssertionResult TargetProcess::start(const std::string& yaml_template, std::vector<std::string> extra_args,
+                                                std::chrono::milliseconds ready_timeout) {
+  if (running()) return ::testing::AssertionFailure() << "target already running";
+  extra_args_ = std::move(extra_args);
+  constexpr int kAttempts = 5;
+  ::testing::AssertionResult last = ::testing::AssertionFailure() << "not started";
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    // Listeners on 0.0.0.0 and 127.0.0.1 collide on the same port: pick on the wildcard to be safe.
+    io_port_ = pick_free_port("0.0.0.0");
+    do {
+      disc_port_ = pick_free_port("0.0.0.0");
+    } while (disc_port_ == io_port_);
+    if (io_port_ == 0 || disc_port_ == 0) return ::testing::AssertionFailure() << "no free TCP port";
+    write_file(config_path(), render(yaml_template));
+    bool conflict = false;
+    last = spawn_and_wait_ready(ready_timeout, &conflict);
+    if (last || !conflict) return last;
+    std::fprintf(stderr, "[e2e] port %u/%u taken meanwhile, retrying\n", io_port_, disc_port_);
+  }
+  return last;
+}
+
+::testing::AssertionResult TargetProcess::restart(std::chrono::milliseconds ready_timeout) {
+  if (running()) return ::testing::AssertionFailure() << "target already running";
+  bool conflict = false;
+  return spawn_and_wait_ready(ready_timeout, &conflict);
+}
+
+::testing::AssertionResult TargetProcess::spawn_and_wait_ready(std::chrono::milliseconds ready_timeout,
+                                                               bool* port_conflict) {
+  std::vector<std::string> argv = {RDMABLK_TARGET_BINARY, "--config", config_path().string()};
+  argv.insert(argv.end(), extra_args_.begin(), extra_args_.end());
+  const std::size_t from = log_size();
+  pid_ = spawn(argv, log_path(), log_path(), true);
+  if (pid_ < 0) return ::testing::AssertionFailure() << "fork: " << std::strerror(errno);
+
+  auto deadline = std::chrono::steady_clock::now() + ready_timeout;
+  for (;;) {
+    std::string text = log();
+    if (text.size() > from && text.find("rdmablk-target ready", from) != std::string::npos) {
+      return ::testing::AssertionSuccess();
+    }
+    int st = 0;
+    if (::waitpid(pid_, &st, WNOHANG) == pid_) {
+      pid_ = -1;
+      last_status_ = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+      text = log();
+      *port_conflict = text.find("in use", from) != std::string::npos;
+      return failure("rdmablk-target exited before it was ready (status " + std::to_string(last_status_) + ")");
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      kill_now();
+      return failure("rdmablk-target not ready after " + std::to_string(ready_timeout.count()) + " ms");
+    }
+    std::this_thread::sleep_for(5ms);
+  }
+}
+
+::testing::AssertionResult TargetProcess::reload(const std::string& yaml_template, std::chrono::milliseconds timeout) {
+  if (!running()) return ::testing::AssertionFailure() << "reload: target not running";
+  write_file(config_path(), render(yaml_template));
+  const std::size_t from = log_size();
+  if (::kill(pid_, SIGHUP) != 0) return failure(std::string("kill(SIGHUP): ") + std::strerror(errno));
+  const std::string done = "reloaded " + config_path().string();
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    std::string text = log();
+    if (text.size() > from) {
+      if (text.find(done, from) != std::string::npos) return ::testing::AssertionSuccess();
+      if (text.find("reload failed", from) != std::string::npos) return failure("SIGHUP: reload failed");
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return failure("SIGHUP: no '" + done + "' line after " + std::to_string(timeout.count()) + " ms");
+    }
+    std::this_thread::sleep_for(5ms);
+  }
+}
+
+bool TargetProcess::wait_exit(std::chrono::milliseconds timeout, int* status) {
+  int st = 0;
+  if (!reap(pid_, timeout, &st)) return false;
+  pid_ = -1;
+  *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  if (WIFSIGNALED(st)) {
+    std::fprintf(stderr, "[e2e] rdmablk-target killed by signal %d%s\n", WTERMSIG(st),
+                 WCOREDUMP(st) ? " (core dumped)" : "");
+  }
+  return true;
+}
+
+::testing::AssertionResult TargetProcess::stop(std::chrono::milliseconds timeout) {
+  if (!running()) return ::testing::AssertionSuccess();
+  ::kill(pid_, SIGTERM);
+  int status = -1;
+  if (!wait_exit(timeout, &status)) {
+    kill_now();
+    return failure("rdmablk-target did not exit within " + std::to_string(timeout.count()) +
+                   " ms of SIGTERM (killed)");
+  }
+  last_status_ = status;
+  if (status != 0) return failure("rdmablk-target exited with status " + std::to_string(status) + " after SIGTERM");
+  return ::testing::AssertionSuccess();
+}
+
+void TargetProcess::kill_now() {
+  if (!running()) return;
+  ::kill(pid_, SIGKILL);
+  int st = 0;
+  ::waitpid(pid_, &st, 0);
+  pid_ = -1;
+  last_status_ = -1;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Initiator helpers
+// ---------------------------------------------------------------------------------------------------------
+
+rdmablk::initiator::QueueConnector RecordingConnector::connector() {
+  return [this](const rdmablk::transport::HostQueueOptions& o)
+             -> Result<std::unique_ptr<rdmablk::transport::HostQueue>> {
+    auto q = rdmablk::transport::connect_host_queue(o);
+    if (q && o.qid == 0) admin_queue = q->get();
+    return q;
+  };
+}
+
+rdmablk::initiator::HostIdentity host_identity(const std::string& hostnqn) {
+  rdmablk::initiator::HostIdentity h;
+  h.hostnqn = hostnqn;
+  // A host identifier derived from the NQN: stable, and different for different hosts.
+  uint64_t x = 1469598103934665603ull;
+  for (char c : hostnqn) x = (x ^ static_cast<uint8_t>(c)) * 1099511628211ull;
+  for (std::size_t i = 0; i < h.hostid.size(); ++i) {
+    x = x * 6364136223846793005ull + 1442695040888963407ull;
+    h.hostid[i] = static_cast<uint8_t>(x >> 56);
+  }
+  h.hostid[6] = static_cast<uint8_t>((h.hostid[6] & 0x0F) | 0x40);
+  h.hostid[8] = static_cast<uint8_t>((h.hostid[8] & 0x3F) | 0x80);
+  return h;
+}
+
+rdmablk::initiator::ControllerOptions controller_options(uint16_t port, const std::string& subnqn,
+                                                         const std::string& hostnqn, uint32_t kato_ms,
+                                                         uint16_t io_queues) {
+  rdmablk::initiator::ControllerOptions o;
+  o.address.type = rdmablk::transport::TransportType::tcp;
+  o.address.traddr = "127.0.0.1";
+  o.address.trsvcid = port;
+  o.subnqn = subnqn;
+  o.host = host_identity(hostnqn);
+  o.kato_ms = kato_ms;
+  o.io_queues = io_queues;
+  o.command_timeout = 5s;
+  o.connect_timeout = 3s;
+  o.connector = &rdmablk::transport::connect_host_queue;
+  return o;
+}
+
+Result<Cqe> write_blocks(rdmablk::initiator::IoQueue& q, uint32_t nsid, uint64_t slba, uint32_t block_size,
+                         std::span<uint8_t> data) {
+  auto blocks = static_cast<uint32_t>(data.size() / block_size);
+  auto sqe = rdmablk::protocol::to_sqe(
+      rdmablk::protocol::make_write(0, nsid, slba, blocks, rdmablk::protocol::SglDescriptor{}));
+  return q.execute(sqe, data, DataDirection::host_to_controller);
+}
+
+Result<Cqe> read_blocks(rdmablk::initiator::IoQueue& q, uint32_t nsid, uint64_t slba, uint32_t block_size,
+                        std::span<uint8_t> data) {
+  auto blocks = static_cast<uint32_t>(data.size() / block_size);
+  auto sqe = rdmablk::protocol::to_sqe(
+      rdmablk::protocol::make_read(0, nsid, slba, blocks, rdmablk::protocol::SglDescriptor{}));
+  return q.execute(sqe, data, DataDirection::controller_to_host);
+}
+
+Result<Cqe> flush(rdmablk::initiator::IoQueue& q, uint32_t nsid) {
+  return q.execute(rdmablk::protocol::make_flush(0, nsid), {}, DataDirection::none);
+}
+
+std::vector<uint8_t> pattern(std::size_t n, uint32_t seed) {
+  std::vector<uint8_t> v(n);
+  uint32_t x = seed * 2654435761u + 1;
+  for (auto& b : v) {
+    x ^= x << 13;
+    x ^= x >> 17;
+    x ^= x << 5;
+    b = static_cast<uint8_t>(x);
+  }
+  return v;
+}
+
+int raw_connect(uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  return fd;
+}
+
+bool wait_peer_closed(int fd, std::chrono::milliseconds limit, std::vector<uint8_t>* received) {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  for (;;) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    pollfd pfd{fd, POLLIN, 0};
+    int n = ::poll(&pfd, 1, static_cast<int>(left.count()));
+    if (n <= 0) continue;
+    uint8_t buf[4096];
+    ssize_t r = ::recv(fd, buf, sizeof(buf), 0);
+    if (r <= 0) return true;
+    if (received != nullptr) received->insert(received->end(), buf, buf + r);
+  }
+}
+
+}  // namespace e2e

@@ -1,0 +1,175 @@
+// End-to-end test fixtures: the real rdmablk-target binary as a child process, and helpers to run the
+// rdmablk CLI and to talk to the target with the initiator library.
+//
+// TargetProcess writes a YAML config into a fresh temporary directory, picks free TCP ports for it
+// (the config refuses port 0, so a port is found by binding port 0 and releasing it; a start that loses
+// the race - "already in use" - is retried with new ports), starts rdmablk-target with its stdout/stderr
+// in <dir>/target.log, waits for "rdmablk-target ready" (never a fixed sleep), and stops it with SIGTERM,
+// expecting exit status 0. Any failure prints the target's log.
+//
+// Config templates may use these placeholders, replaced before the file is written:
+//   ${IO_PORT}    the io listener's port          ${DISC_PORT}  the discovery listener's port
+//   ${DIR}        the temporary directory         ${NQN}        kSubnqn
+//
+// The child gets PR_SET_PDEATHSIG(SIGKILL) so that a crashed test binary never leaves a target behind;
+// that signal follows the *thread* that forked, so start() must be called from the test's own thread.
+#pragma once
+
+#include <sys/types.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "initiator/controller.h"
+
+namespace e2e {
+
+using namespace std::chrono_literals;
+
+inline constexpr const char* kSubnqn = "nqn.2024-11.io.rdmablk:e2e";
+inline constexpr const char* kHostA = "nqn.2024-11.io.rdmablk:host-a";
+inline constexpr const char* kHostB = "nqn.2024-11.io.rdmablk:host-b";
+
+// A directory under $TMPDIR (or /tmp), removed with its contents on destruction unless the test failed
+// (then its path is printed, to look at the logs).
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// A TCP port that was free a moment ago on `address` (bind port 0, read it back, close).
+uint16_t pick_free_port(const char* address = "127.0.0.1");
+
+std::string read_file(const std::filesystem::path& p);
+void write_file(const std::filesystem::path& p, std::string_view text);
+
+// Replace every "${KEY}" by its value.
+std::string substitute(std::string text, const std::vector<std::pair<std::string, std::string>>& values);
+
+class TargetProcess {
+ public:
+  TargetProcess();
+  ~TargetProcess();  // stops a running target (SIGTERM; a failure there is a test failure)
+  TargetProcess(const TargetProcess&) = delete;
+  TargetProcess& operator=(const TargetProcess&) = delete;
+
+  // Writes the config (placeholders substituted) and starts the target; retries with fresh ports when
+  // the start lost a race for a port. Extra arguments go after `--config FILE`.
+  ::testing::AssertionResult start(const std::string& yaml_template, std::vector<std::string> extra_args = {},
+                                   std::chrono::milliseconds ready_timeout = 10s);
+  // Starts again on the same ports and directory (after stop()), e.g. to check that a file survived.
+  ::testing::AssertionResult restart(std::chrono::milliseconds ready_timeout = 10s);
+  // Rewrites the config (same ports), sends SIGHUP and waits for the daemon's "reloaded FILE" line. Fails
+  // on "reload failed" or a timeout.
+  ::testing::AssertionResult reload(const std::string& yaml_template, std::chrono::milliseconds timeout = 5s);
+  // SIGTERM, wait up to `timeout` for the exit, expect status 0. After the timeout: SIGKILL and a failure.
+  ::testing::AssertionResult stop(std::chrono::milliseconds timeout = 10s);
+  // SIGKILL without judgement (cleanup).
+  void kill_now();
+
+  bool running() const { return pid_ > 0; }
+  pid_t pid() const { return pid_; }
+  uint16_t io_port() const { return io_port_; }
+  uint16_t discovery_port() const { return disc_port_; }
+  const std::filesystem::path& dir() const { return dir_.path(); }
+  std::filesystem::path config_path() const { return dir_.path() / "target.yaml"; }
+  std::filesystem::path log_path() const { return dir_.path() / "target.log"; }
+  std::string log() const { return read_file(log_path()); }
+  // Waits until the log, from byte `from` on, contains `needle` (true) or `timeout` passes (false).
+  bool wait_for_log(std::string_view needle, std::chrono::milliseconds timeout = 5s, std::size_t from = 0) const;
+  std::size_t log_size() const;
+  // The rendered config text for `yaml_template` with this target's ports and directory.
+  std::string render(const std::string& yaml_template) const;
+  // Exit status of the last stopped run (-1 = killed / unknown).
+  int last_exit_status() const { return last_status_; }
+
+ private:
+  ::testing::AssertionResult spawn_and_wait_ready(std::chrono::milliseconds ready_timeout, bool* port_conflict);
+  // Waits for the child; true when it exited (status in *status, -1 if killed by a signal).
+  bool wait_exit(std::chrono::milliseconds timeout, int* status);
+  ::testing::AssertionResult failure(const std::string& what) const;
+
+  TempDir dir_;
+  pid_t pid_ = -1;
+  uint16_t io_port_ = 0;
+  uint16_t disc_port_ = 0;
+  std::vector<std::string> extra_args_;
+  int last_status_ = -1;
+};
+
+// A child process run to completion with a timeout (SIGKILL after it); stdout and stderr captured.
+struct ProcessResult {
+  bool timed_out = false;
+  int exit_status = -1;  // -1 when killed by a signal
+  int signal = 0;
+  std::string out;
+  std::string err;
+  std::chrono::milliseconds elapsed{0};
+};
+ProcessResult run_process(const std::vector<std::string>& argv, const std::filesystem::path& work_dir,
+                          std::chrono::milliseconds timeout = 30s);
+
+// A child process started now, collected later (the bench during SIGTERM).
+class BackgroundProcess {
+ public:
+  BackgroundProcess(const std::vector<std::string>& argv, const std::filesystem::path& work_dir,
+                    const std::string& name);
+  ~BackgroundProcess();  // kills a child still running
+  BackgroundProcess(const BackgroundProcess&) = delete;
+  BackgroundProcess& operator=(const BackgroundProcess&) = delete;
+  bool started() const { return pid_ > 0; }
+  // Waits up to `timeout`; on timeout kills the child and reports timed_out.
+  ProcessResult wait(std::chrono::milliseconds timeout);
+
+ private:
+  pid_t pid_ = -1;
+  std::filesystem::path out_path_, err_path_;
+  std::chrono::steady_clock::time_point started_at_;
+};
+
+// ---- the initiator library against a TargetProcess ----------------------------------------------------
+
+// A connector that remembers the admin queue it created (the Controller keeps its queues private), for
+// commands the library has no call for (an Asynchronous Event Request held across a reload).
+struct RecordingConnector {
+  rdmablk::transport::HostQueue* admin_queue = nullptr;
+  rdmablk::initiator::QueueConnector connector();
+};
+
+rdmablk::initiator::HostIdentity host_identity(const std::string& hostnqn);
+
+rdmablk::initiator::ControllerOptions controller_options(uint16_t port, const std::string& subnqn,
+                                                         const std::string& hostnqn = kHostA,
+                                                         uint32_t kato_ms = 30'000, uint16_t io_queues = 1);
+
+// Synchronous I/O on one queue; the data must be a whole number of blocks.
+rdmablk::Result<rdmablk::protocol::Cqe> write_blocks(rdmablk::initiator::IoQueue& q, uint32_t nsid, uint64_t slba,
+                                                     uint32_t block_size, std::span<uint8_t> data);
+rdmablk::Result<rdmablk::protocol::Cqe> read_blocks(rdmablk::initiator::IoQueue& q, uint32_t nsid, uint64_t slba,
+                                                    uint32_t block_size, std::span<uint8_t> data);
+rdmablk::Result<rdmablk::protocol::Cqe> flush(rdmablk::initiator::IoQueue& q, uint32_t nsid);
+
+// Deterministic pseudo-random bytes.
+std::vector<uint8_t> pattern(std::size_t n, uint32_t seed);
+
+// A raw TCP connection to 127.0.0.1:port (blocking, TCP_NODELAY); -1 on failure.
+int raw_connect(uint16_t port);
+// True when the peer closes (EOF or reset) within `limit`; the bytes received meanwhile go to *received.
+bool wait_peer_closed(int fd, std::chrono::milliseconds limit, std::vector<uint8_t>* received = nullptr);
+
+}  // namespace e2e
