@@ -89,6 +89,9 @@ class Queue {
   // A file descriptor that becomes readable when completions are ready (for the reactor's poll),
   // or -1 when completions are ready at once after submit (ram, null).
   virtual int event_fd() const noexcept = 0;
+  // The watcher saw event_fd() readable: reset it before reaping (it stays readable until then; a
+  // completion that comes after this call makes it readable again). Owner thread.
+  virtual void clear_event() noexcept {}
 };
 
 class Backend {

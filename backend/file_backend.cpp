@@ -30,12 +30,16 @@
 //   kernel has them (probed, falling back step by step to none) and R_DISABLED: it is enabled by the
 //   first flush()/reap(), so the thread that first uses a queue owns it. Use and destroy a queue on
 //   that thread (the destructor waits for in-flight requests; it cannot from another thread).
-//   event_fd() is the ring's own descriptor: it polls readable when completions are due.
+//   event_fd() is an eventfd registered with the ring (IORING_REGISTER_EVENTFD), not the ring's own
+//   descriptor: with DEFER_TASKRUN the ring fd polls readable only once its owner has entered the kernel to
+//   run the deferred completions, so an io_uring POLL_ADD armed on it while idle never fires. The eventfd
+//   is signalled as completions become due; clear_event() reads it.
 #include <fcntl.h>
 #include <linux/falloc.h>
 #include <linux/fs.h>
 #include <liburing.h>
 #include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
 #include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
@@ -129,15 +133,17 @@ class FileQueue final : public Queue {
   }
 
   ~FileQueue() override {
-    if (!ring_ready_) return;
-    // Requests still in flight would write into buffers the caller is about to free: wait for them.
-    Completion sink[32];
-    while (in_flight_ > 0) {
-      const unsigned before = in_flight_;
-      reap(sink, 1);
-      if (in_flight_ == before && last_enter_error_ != 0) break;  // e.g. -EEXIST from another thread
+    if (ring_ready_) {
+      // Requests still in flight would write into buffers the caller is about to free: wait for them.
+      Completion sink[32];
+      while (in_flight_ > 0) {
+        const unsigned before = in_flight_;
+        reap(sink, 1);
+        if (in_flight_ == before && last_enter_error_ != 0) break;  // e.g. -EEXIST from another thread
+      }
+      io_uring_queue_exit(&ring_);
     }
-    io_uring_queue_exit(&ring_);
+    if (event_fd_ >= 0) ::close(event_fd_);
   }
 
   Result<void> init(std::span<const iovec> buffers) {
@@ -171,6 +177,13 @@ class FileQueue final : public Queue {
                         -rc);
     ring_ready_ = true;
     enabled_ = (ring_flags_ & IORING_SETUP_R_DISABLED) == 0;
+    event_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (event_fd_ < 0)
+      return make_error(fmt::format("{}: eventfd: {}", backend_.path(), errstr(errno)), errno);
+    rc = io_uring_register_eventfd(&ring_, event_fd_);
+    if (rc != 0)
+      return make_error(fmt::format("{}: cannot register an eventfd with io_uring: {}", backend_.path(), errstr(-rc)),
+                        -rc);
     if (ring_.sq.ring_entries < depth_) {
       return make_error(fmt::format("{}: queue depth {} exceeds the io_uring limit {}", backend_.path(), depth_,
                                     ring_.sq.ring_entries),
@@ -290,7 +303,12 @@ class FileQueue final : public Queue {
   }
 
   unsigned in_flight() const noexcept override { return in_flight_; }
-  int event_fd() const noexcept override { return ring_.ring_fd; }
+  int event_fd() const noexcept override { return event_fd_; }
+  void clear_event() noexcept override {
+    uint64_t value;
+    ssize_t rc = ::read(event_fd_, &value, sizeof(value));  // EAGAIN: already clear
+    (void)rc;
+  }
 
   // --- test seams ---
   testing::FileQueueCounters counters() const {
@@ -492,6 +510,7 @@ class FileQueue final : public Queue {
   const Geometry& geo_;
   const unsigned depth_;
   io_uring ring_{};
+  int event_fd_ = -1;  // registered with ring_: signalled when completions are due
   bool ring_ready_ = false;
   bool enabled_ = true;
   unsigned ring_flags_ = 0;

@@ -167,7 +167,8 @@ std::string format_identify(const Controller& ctrl) {
   line("icdoff", fmt::format("{}", id.icdoff.get()));
   line("msdbd", fmt::format("{}", id.msdbd));
   line("subnqn", field_string(id.subnqn.data(), id.subnqn.size()));
-  line("queues", fmt::format("{} I/O queues granted, MQES {}", ctrl.granted_io_queues(), ctrl.cap().mqes() + 1u));
+  line("queues", fmt::format("{} I/O queues granted, queue size {} (CAP.MQES {})", ctrl.granted_io_queues(),
+                            ctrl.cap().mqes() + 1u, ctrl.cap().mqes()));
   out += fmt::format("\n{} namespace(s)\n", ctrl.namespaces().size());
   for (const auto& ns : ctrl.namespaces()) {
     out += fmt::format("\nnsid      : {}\n", ns.nsid);

@@ -97,6 +97,7 @@ ReactorState& TargetCore::reactor_state_for_current_thread() noexcept {
 void TargetCore::on_queue_created(transport::TargetQueue& queue) noexcept {
   auto q = std::make_shared<CoreQueue>();
   q->tq = &queue;
+  q->local = queue.local_address();
   q->rs = &reactor_state_for_current_thread();
   q->self = q;
   queue.core_queue = q.get();
@@ -489,6 +490,22 @@ Result<ReloadSummary> TargetCore::reload(const TargetConfig& config) {
                     same_listener)) {
       listeners_ = config.listeners;
       disc_changed = true;
+      // A listener that became discovery-only no longer serves NVM subsystems (nvmet: unlinking a subsystem
+      // from a port disconnects its controllers there).
+      for (auto cit = controllers_.begin(); cit != controllers_.end();) {
+        auto ctrl = cit++->second;
+        if (ctrl->discovery || ctrl->dead) continue;
+        bool on_discovery_listener = !serves_subsystems_locked(ctrl->local_address);
+        for (const auto& w : ctrl->io_queue_table) {
+          if (on_discovery_listener) break;
+          if (auto q = w.lock()) on_discovery_listener = !serves_subsystems_locked(q->local);
+        }
+        if (!on_discovery_listener) continue;
+        spdlog::info("controller {}: its listener now serves the discovery controller only: disconnecting",
+                     ctrl->cntlid);
+        teardown_locked(ctrl, "listener is discovery-only", after);
+        ++summary.controllers_dropped;
+      }
     }
     if (disc_changed) {
       ++discovery_genctr_;

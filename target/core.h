@@ -52,7 +52,7 @@ struct ReloadSummary {
   unsigned namespaces_removed = 0;
   unsigned namespaces_changed = 0;   // replaced: a new backend under the same NSID
   unsigned host_lists_changed = 0;
-  unsigned controllers_dropped = 0;  // hosts no longer allowed, subsystems removed
+  unsigned controllers_dropped = 0;  // hosts no longer allowed, subsystems removed, listener now discovery-only
   bool discovery_changed = false;
   std::string describe() const;
 };
@@ -72,8 +72,9 @@ class TargetCore final : public transport::TargetQueueHandler {
   // Namespace Attribute Changed event (changed namespace list = the NSIDs added, removed or replaced),
   // discovery controllers a Discovery Log Change event when what they list changed; controllers of a
   // removed subsystem or of a host no longer allowed are disconnected, nothing else is. Listeners are
-  // taken over for the discovery log only (binding them is the daemon's job); queue limits and reactor
-  // count are not reloadable. On error nothing changed.
+  // taken over for the discovery log and for the listener roles (binding them is the daemon's job): a
+  // controller of an NVM subsystem with a queue on a listener that became discovery-only is disconnected.
+  // Queue limits and reactor count are not reloadable. On error nothing changed.
   Result<ReloadSummary> reload(const TargetConfig& config);
 
   // Closes every queue (each on its own reactor, by message). The transports then report them closed.
@@ -112,6 +113,9 @@ class TargetCore final : public transport::TargetQueueHandler {
   uint16_t allocate_cntlid_locked() noexcept;
 
   // fabrics_commands.cpp
+  // False when `local` (a queue's local address) is on a discovery-role listener, which serves the discovery
+  // controller only.
+  bool serves_subsystems_locked(const transport::TransportAddress& local) const noexcept;
   void handle_fabrics(CoreQueue& q, transport::TargetRequest& req) noexcept;
   void connect_with_data(CoreQueue& q, transport::TargetRequest& req) noexcept;
   void admin_connect(CoreQueue& q, transport::TargetRequest& req, const protocol::ConnectCommand& cmd,

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <new>
+#include <span>
 #include <unordered_map>
 #include <vector>
 
@@ -31,6 +32,13 @@ struct NsChannel {
   bool fixed_buffers = false;  // opened with the reactor's registered buffers (buf_index 0 usable)
   uint32_t in_flight = 0;
   bool retired = false;  // no longer in any table: freed once drained
+  // The reactor's watch on queue->event_fd() (watched = registered): wakes the reactor when completions are
+  // due, so that it can sleep while I/O is in flight.
+  struct Watch {
+    transport::IoOp op;
+    NsChannel* channel = nullptr;
+  } watch;
+  bool watched = false;
 };
 
 struct NsSlot {
@@ -65,9 +73,11 @@ class ReactorState final : public transport::Poller {
   // Reaps one channel's completions and hands them to the core. Returns how many.
   unsigned reap(NsChannel& ch) noexcept;
   bool poll() noexcept override;
-  void detach() noexcept;  // remove the poller (destruction)
+  void detach() noexcept;  // remove the poller and the fd watches (destruction)
 
  private:
+  void unwatch(NsChannel& ch) noexcept;
+
   TargetCore& core_;
   CoreReactor& reactor_;
   unsigned backend_depth_;
@@ -82,6 +92,7 @@ enum class QueueState : uint8_t { unconnected, admin, io };
 // reactor thread only, except the fields the control path reads under the mutex.
 struct CoreQueue {
   transport::TargetQueue* tq = nullptr;
+  transport::TransportAddress local;  // tq->local_address(), readable by the control path under the mutex
   ReactorState* rs = nullptr;
   QueueState state = QueueState::unconnected;
   uint16_t qid = 0;
@@ -122,6 +133,11 @@ inline Status check_common_flags(const protocol::SqeHeader& h) noexcept {
   if (h.psdt() != protocol::Psdt::sgl_mptr_contiguous) return st::invalid_field;
   return st::success;
 }
+
+// The listener a connection came in on, given the connection's real local address: a listener on that
+// address and port, else one bound to the wildcard address (0.0.0.0 / ::) with that port, of the same
+// transport. Returns its index in `listeners`, or -1 when none matches.
+int find_listener(std::span<const ListenerConfig> listeners, const transport::TransportAddress& local) noexcept;
 
 // VS / Identify VER.
 uint32_t target_version() noexcept;

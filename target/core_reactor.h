@@ -31,6 +31,11 @@ class CoreReactor {
   // backend queues.
   virtual void add_poller(transport::Poller* p) = 0;
   virtual void remove_poller(transport::Poller* p) = 0;
+  // Wake the reactor when `fd` polls readable (a backend queue's event_fd()): op->fn(op, revents, 0) on
+  // this reactor's thread (transport::Reactor::watch_fd). The poller reaps what woke it; it reports work
+  // only when it reaped some, so the reactor sleeps while backend I/O is merely in flight.
+  virtual void watch_fd(int fd, transport::IoOp* op) = 0;
+  virtual void unwatch_fd(transport::IoOp* op) = 0;
   // The reactor's registered data buffers (io_uring fixed buffer index 0 of every backend queue opened on
   // this reactor = BufferPool::region()); empty = no fixed buffers.
   virtual std::span<const iovec> registered_buffers() const noexcept = 0;
@@ -52,6 +57,8 @@ class ReactorAdapter final : public CoreReactor {
   void cancel(uint64_t timer_id) override { reactor_.cancel(timer_id); }
   void add_poller(transport::Poller* p) override { reactor_.add_poller(p); }
   void remove_poller(transport::Poller* p) override { reactor_.remove_poller(p); }
+  void watch_fd(int fd, transport::IoOp* op) override { reactor_.watch_fd(fd, op); }
+  void unwatch_fd(transport::IoOp* op) override { reactor_.unwatch_fd(op); }
   std::span<const iovec> registered_buffers() const noexcept override {
     if (region_.iov_base == nullptr) return {};
     return {&region_, 1};

@@ -64,21 +64,29 @@ DiscoveryLogEntry make_entry(transport::TransportType type, const std::string& t
 
 }  // namespace
 
+int find_listener(std::span<const ListenerConfig> listeners, const transport::TransportAddress& local) noexcept {
+  const std::string conn_addr = plain_address(local.traddr);
+  int wildcard = -1;
+  for (std::size_t i = 0; i < listeners.size(); ++i) {
+    const auto& l = listeners[i];
+    if (l.transport != local.type || l.port != local.trsvcid) continue;
+    if (is_wildcard(l.address)) {
+      if (wildcard < 0) wildcard = static_cast<int>(i);
+    } else if (plain_address(l.address) == conn_addr) {
+      return static_cast<int>(i);  // a listener on this very address wins over a wildcard one
+    }
+  }
+  return wildcard;
+}
+
 std::vector<uint8_t> TargetCore::discovery_log_locked(const Controller& ctrl) const {
   std::vector<DiscoveryLogEntry> entries;
   const auto asqsz = static_cast<uint16_t>(limits_.admin_queue_depth);
   const std::string conn_addr = plain_address(ctrl.local_address.traddr);
 
   // The discovery subsystem the host is talking to.
-  uint16_t current_portid = 0;
-  for (std::size_t i = 0; i < listeners_.size(); ++i) {
-    const auto& l = listeners_[i];
-    if (l.transport == ctrl.local_address.type && l.port == ctrl.local_address.trsvcid &&
-        (is_wildcard(l.address) || plain_address(l.address) == conn_addr)) {
-      current_portid = static_cast<uint16_t>(i + 1);
-      break;
-    }
-  }
+  const int current = find_listener(listeners_, ctrl.local_address);
+  const auto current_portid = static_cast<uint16_t>(current + 1);  // 0 when no listener matches
   if (!is_wildcard(conn_addr))
     entries.push_back(make_entry(ctrl.local_address.type, conn_addr, ctrl.local_address.trsvcid, current_portid,
                                  protocol::SubsystemType::current_discovery, protocol::kDiscoveryNqn, asqsz));

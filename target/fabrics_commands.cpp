@@ -43,6 +43,13 @@ bool cc_valid_for_enable(protocol::Cc cc) noexcept {
 
 uint32_t target_version() noexcept { return kVersion.value; }
 
+bool TargetCore::serves_subsystems_locked(const transport::TransportAddress& local) const noexcept {
+  // A connection on no configured listener (cannot happen in the daemon, whose listeners are the core's)
+  // is not restricted.
+  const int i = find_listener(listeners_, local);
+  return i < 0 || listeners_[static_cast<std::size_t>(i)].role != ListenerRole::discovery;
+}
+
 void TargetCore::handle_fabrics(CoreQueue& q, TargetRequest& req) noexcept {
   const auto fc = protocol::as<protocol::FabricsCommand>(req.sqe);
   if (fc.type() == FabricsType::connect) {
@@ -124,6 +131,13 @@ void TargetCore::admin_connect(CoreQueue& q, TargetRequest& req, const ConnectCo
     std::lock_guard lock(mu_);
     std::shared_ptr<Subsystem> sub;
     if (!discovery) {
+      if (!serves_subsystems_locked(q.tq->local_address())) {
+        // nvmet: a subsystem not linked to the port is an invalid SUBNQN (the same answer as an unknown one).
+        spdlog::warn("connect from {} ({}): subsystem {} is not served on the discovery listener {}", peer,
+                     data.hostnqn, data.subnqn, transport::to_uri(q.tq->local_address()));
+        finish(req, st::connect_invalid_parameters, protocol::connect_invalid_param_result(true, kIpoSubnqn));
+        return;
+      }
       auto it = subsystems_.find(data.subnqn);
       if (it == subsystems_.end()) {
         spdlog::warn("connect from {} ({}): unknown subsystem {}", peer, data.hostnqn, data.subnqn);
@@ -185,6 +199,12 @@ void TargetCore::io_connect(CoreQueue& q, TargetRequest& req, const ConnectComma
   std::shared_ptr<Controller> ctrl;
   {
     std::lock_guard lock(mu_);
+    if (!serves_subsystems_locked(q.tq->local_address())) {
+      spdlog::warn("I/O queue connect from {}: subsystem {} is not served on the discovery listener {}", peer,
+                   data.subnqn, transport::to_uri(q.tq->local_address()));
+      finish(req, st::connect_invalid_parameters, protocol::connect_invalid_param_result(true, kIpoSubnqn));
+      return;
+    }
     auto sit = subsystems_.find(data.subnqn);
     if (sit == subsystems_.end()) {
       spdlog::warn("I/O queue connect from {}: unknown subsystem {}", peer, data.subnqn);

@@ -40,6 +40,13 @@ void ReactorState::detach() noexcept {
     reactor_.remove_poller(this);
     poller_added_ = false;
   }
+  for (auto& ch : channels_) unwatch(*ch);
+}
+
+void ReactorState::unwatch(NsChannel& ch) noexcept {
+  if (!ch.watched) return;
+  reactor_.unwatch_fd(&ch.watch.op);
+  ch.watched = false;
 }
 
 SubsystemView* ReactorState::view(const std::shared_ptr<Subsystem>& subsys,
@@ -95,6 +102,18 @@ NsChannel* ReactorState::channel(NsSlot& slot) noexcept {
     ch->queue = std::move(*queue);
     ch->fixed_buffers = !opts.buffers.empty();
     slot.channel = ch.get();
+    if (const int fd = ch->queue->event_fd(); fd >= 0) {
+      ch->watch.channel = ch.get();
+      ch->watch.op.fn = [](transport::IoOp* op, int res, uint32_t) noexcept {
+        NsChannel& c = *reinterpret_cast<NsChannel::Watch*>(op)->channel;
+        if (res < 0) return;  // the poll failed (logged by the reactor): completions are still reaped by polling
+        // Reset the readiness now, before poll() reaps: a completion due after this re-signals it. The
+        // reactor counts this CQE as work and runs its pollers next.
+        c.queue->clear_event();
+      };
+      reactor_.watch_fd(fd, &ch->watch.op);
+      ch->watched = true;
+    }
     channels_.push_back(std::move(ch));
     if (!poller_added_) {
       reactor_.add_poller(this);
@@ -123,17 +142,16 @@ bool ReactorState::poll() noexcept {
   // By index: a completion may start new commands that open channels (push_back).
   for (std::size_t i = 0; i < channels_.size(); ++i) {
     NsChannel& ch = *channels_[i];
-    if (ch.in_flight > 0) {
-      if (reap(ch) > 0) work = true;
-      // The core has no fd watch on the reactor: while file I/O is outstanding keep the reactor polling
-      // (it would otherwise sleep in io_uring_wait and see the completion only at the next wakeup).
-      if (ch.in_flight > 0 && ch.queue->event_fd() >= 0) work = true;
-    }
+    // Work only when something was reaped: while I/O is merely in flight the reactor may sleep, and the
+    // watch on the queue's event_fd() wakes it when completions are due.
+    if (ch.in_flight > 0 && reap(ch) > 0) work = true;
     retired = retired || ch.retired;
   }
   if (retired) {
-    std::erase_if(channels_, [](const std::unique_ptr<NsChannel>& ch) {
-      return ch->retired && ch->in_flight == 0 && ch->queue->in_flight() == 0;
+    std::erase_if(channels_, [this](const std::unique_ptr<NsChannel>& ch) {
+      if (!ch->retired || ch->in_flight != 0 || ch->queue->in_flight() != 0) return false;
+      unwatch(*ch);
+      return true;
     });
   }
   return work;

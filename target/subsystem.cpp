@@ -14,6 +14,15 @@ bool Namespace::same_config(const NamespaceConfig& o) const noexcept {
          c.nguid == o.nguid;
 }
 
+namespace {
+testing::BackendWrapper& backend_wrapper() {
+  static testing::BackendWrapper wrap;
+  return wrap;
+}
+}  // namespace
+
+void testing::set_backend_wrapper(BackendWrapper wrap) { backend_wrapper() = std::move(wrap); }
+
 Result<std::shared_ptr<Namespace>> open_namespace(const NamespaceConfig& config) {
   Result<std::unique_ptr<backend::Backend>> b = make_error("unknown backend kind");
   switch (config.backend) {
@@ -28,6 +37,7 @@ Result<std::shared_ptr<Namespace>> open_namespace(const NamespaceConfig& config)
       break;
   }
   if (!b) return make_error(fmt::format("namespace {}: {}", config.nsid, b.error().message), b.error().errno_value);
+  if (backend_wrapper()) *b = backend_wrapper()(std::move(*b));
   auto ns = std::make_shared<Namespace>();
   ns->nsid = config.nsid;
   ns->config = config;

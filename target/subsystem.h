@@ -9,6 +9,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -35,6 +36,13 @@ struct Namespace {
 
 // Opens the backend a namespace config describes.
 Result<std::shared_ptr<Namespace>> open_namespace(const NamespaceConfig& config);
+
+namespace testing {
+// Test seam: every backend opened from now on is passed through `wrap` (e.g. to delay its completions).
+// Empty = none. Not thread-safe: set it before creating the core.
+using BackendWrapper = std::function<std::unique_ptr<backend::Backend>(std::unique_ptr<backend::Backend>)>;
+void set_backend_wrapper(BackendWrapper wrap);
+}  // namespace testing
 
 // An immutable snapshot of a subsystem's namespaces, sorted by NSID.
 struct NamespaceTable {

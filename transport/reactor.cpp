@@ -1,5 +1,6 @@
 #include "transport/reactor.h"
 
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <sys/eventfd.h>
@@ -74,6 +75,19 @@ struct Reactor::Impl {
   std::vector<Poller*> pollers;
   bool pollers_dirty = false;
 
+  // watch_fd(): one record per watched op, alive until its poll's last CQE.
+  struct FdWatch {
+    IoOp op;  // the poll SQE's user_data
+    Impl* self = nullptr;
+    int fd = -1;
+    IoOp* user = nullptr;  // null once unwatched
+    bool armed = false;    // a poll is in the kernel (a CQE will come)
+    bool in_callback = false;
+  };
+  std::unordered_map<IoOp*, std::unique_ptr<FdWatch>> watches;  // by user op
+  std::vector<std::unique_ptr<FdWatch>> dying;                  // unwatched, poll still armed
+  bool multishot_poll = true;  // cleared when the kernel refuses IORING_POLL_ADD_MULTI (< 5.13)
+
   std::priority_queue<Timer, std::vector<Timer>, std::greater<>> timers;
   std::unordered_map<uint64_t, std::function<void()>> timer_fns;
   std::atomic<uint64_t> next_timer_id{1};
@@ -92,6 +106,58 @@ struct Reactor::Impl {
       spdlog::warn("reactor {}: eventfd read failed: {}", self->opts.name, std::strerror(-res));
     }
     self->arm_event();
+  }
+
+  void arm_watch(FdWatch& w) noexcept {
+    io_uring_sqe* s = get_sqe();
+    if (multishot_poll) {
+      io_uring_prep_poll_multishot(s, w.fd, POLLIN);
+    } else {
+      io_uring_prep_poll_add(s, w.fd, POLLIN);
+    }
+    io_uring_sqe_set_data(s, &w.op);
+    w.armed = true;
+  }
+
+  void free_dying(FdWatch* w) noexcept {
+    std::erase_if(dying, [w](const std::unique_ptr<FdWatch>& d) { return d.get() == w; });
+  }
+
+  static void on_watch(IoOp* op, int res, uint32_t flags) noexcept {
+    auto* w = reinterpret_cast<FdWatch*>(op);
+    Impl* self = w->self;
+    if ((flags & IORING_CQE_F_MORE) == 0) w->armed = false;
+    if (w->user == nullptr) {  // unwatched: this was its last CQE, or the removal's -ECANCELED is still to come
+      if (!w->armed) self->free_dying(w);
+      return;
+    }
+    if (res == -EINVAL && self->multishot_poll && !w->armed) {
+      self->multishot_poll = false;  // an old kernel: single shot from now on
+      self->arm_watch(*w);
+      return;
+    }
+    if (res == -ECANCELED || res == -EINTR) {  // not a readiness: just re-arm
+      if (!w->armed) self->arm_watch(*w);
+      return;
+    }
+    if (res < 0) spdlog::warn("reactor {}: poll on fd {} failed: {}", self->opts.name, w->fd, std::strerror(-res));
+    w->in_callback = true;
+    w->user->fn(w->user, res, 0);
+    w->in_callback = false;
+    if (w->user == nullptr) {  // unwatched from its own callback
+      if (!w->armed) self->free_dying(w);
+      return;
+    }
+    if (res < 0) {
+      // The watch is over; the owner still calls unwatch_fd().
+      if (w->armed) {
+        io_uring_sqe* s = self->get_sqe();
+        io_uring_prep_poll_remove(s, reinterpret_cast<uint64_t>(&w->op));
+        io_uring_sqe_set_data(s, nullptr);
+      }
+      return;
+    }
+    if (!w->armed) self->arm_watch(*w);
   }
 
   void arm_event() noexcept {
@@ -273,6 +339,39 @@ void Reactor::remove_poller(Poller* p) {
       q = nullptr;
       impl_->pollers_dirty = true;
     }
+  }
+}
+
+void Reactor::watch_fd(int fd, IoOp* op) {
+  Impl& im = *impl_;
+  if (im.watches.count(op) != 0) {
+    spdlog::error("reactor {}: fd {} watched twice with the same op; keeping the first watch", im.opts.name, fd);
+    return;
+  }
+  auto w = std::make_unique<Impl::FdWatch>();
+  w->op.fn = &Impl::on_watch;
+  w->self = &im;
+  w->fd = fd;
+  w->user = op;
+  im.arm_watch(*w);
+  im.watches.emplace(op, std::move(w));
+}
+
+void Reactor::unwatch_fd(IoOp* op) {
+  Impl& im = *impl_;
+  auto it = im.watches.find(op);
+  if (it == im.watches.end()) return;
+  std::unique_ptr<Impl::FdWatch> w = std::move(it->second);
+  im.watches.erase(it);
+  w->user = nullptr;
+  if (w->armed) {
+    // Its last CQE (-ECANCELED, or a readiness that raced the removal) frees it.
+    io_uring_sqe* s = im.get_sqe();
+    io_uring_prep_poll_remove(s, reinterpret_cast<uint64_t>(&w->op));
+    io_uring_sqe_set_data(s, nullptr);
+    im.dying.push_back(std::move(w));
+  } else if (w->in_callback) {
+    im.dying.push_back(std::move(w));  // on_watch frees it when the callback returns
   }
 }
 

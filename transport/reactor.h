@@ -6,8 +6,10 @@
 // - one indirect call per completion. Control-path work (timers, cross-thread messages) may allocate.
 //
 // Loop: run pollers (busy-poll hooks: backend queues, RDMA CQs) -> submit queued SQEs and reap CQEs.
-// While a poller reports work it never blocks; when idle it blocks in io_uring_wait until an fd,
-// timer or message wakes it.
+// While there is work (a poller reaped something, a CQE, a message, a timer) it never blocks, and it keeps
+// polling for ReactorOptions::busy_poll after the last work; then it blocks in io_uring_wait until an fd
+// (its sockets, a watch_fd()), a timer or a message wakes it. A poller must therefore report work only
+// when it did some: whatever it waits for must come with an fd to watch, or the reactor sleeps through it.
 #pragma once
 
 #include <liburing.h>
@@ -61,6 +63,15 @@ class Reactor {
 
   void add_poller(Poller* p);
   void remove_poller(Poller* p);
+
+  // Wake this reactor when `fd` polls readable (a backend queue's completion eventfd, an RDMA completion
+  // channel): op->fn(op, revents, 0) runs on this thread each time it does (or once with -errno when the
+  // poll fails; the watch then ends). IORING_OP_POLL_ADD, multishot when the kernel keeps it armed, else
+  // re-armed after each callback: the callback must clear the readiness (read the eventfd, ...) or it is
+  // called again at once. Neither `op` nor the fd may go away before unwatch_fd(op). Reactor thread only.
+  void watch_fd(int fd, IoOp* op);
+  // Stop watching: no callback for `op` after this returns (the fd may then be closed). Reactor thread only.
+  void unwatch_fd(IoOp* op);
 
   // Run `fn` on this reactor's thread (thread-safe; control path).
   void post(std::function<void()> fn);

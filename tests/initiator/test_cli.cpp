@@ -78,6 +78,8 @@ TEST(Cli, IdentifyPrintsControllerAndNamespaces) {
   EXPECT_NE(r.out.find("size      : 2048 blocks (1.05 MB)\n"), std::string::npos);
   EXPECT_NE(r.out.find("block size: 512\n"), std::string::npos);
   EXPECT_NE(r.out.find("uuid      : 11223344-5566-4788-99aa-bbccddeeff01\n"), std::string::npos);
+  // CAP.MQES is 0-based: 127 means 128 entries per queue.
+  EXPECT_NE(r.out.find("queue size 128 (CAP.MQES 127)\n"), std::string::npos) << r.out;
   EXPECT_EQ(t.last_connect.kato.get(), 30000u);
 }
 

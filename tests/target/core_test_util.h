@@ -3,6 +3,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -49,7 +50,26 @@ class FakeReactor final : public CoreReactor {
   }
   void add_poller(transport::Poller* p) override { pollers_.push_back(p); }
   void remove_poller(transport::Poller* p) override { std::erase(pollers_, p); }
+  void watch_fd(int fd, transport::IoOp* op) override { watches_.emplace_back(fd, op); }
+  void unwatch_fd(transport::IoOp* op) override {
+    std::erase_if(watches_, [op](const auto& w) { return w.second == op; });
+  }
   std::span<const iovec> registered_buffers() const noexcept override { return {}; }
+
+  // Like a real reactor asleep: waits up to `timeout` for a watched fd (a backend queue's event_fd()) to
+  // poll readable, runs its callback, then run(). False when nothing became ready.
+  bool wait_watched(std::chrono::milliseconds timeout) {
+    if (watches_.empty()) return false;
+    std::vector<pollfd> fds;
+    for (const auto& [fd, op] : watches_) fds.push_back(pollfd{fd, POLLIN, 0});
+    if (::poll(fds.data(), fds.size(), static_cast<int>(timeout.count())) <= 0) return false;
+    const auto watches = watches_;  // a callback may unwatch
+    for (std::size_t i = 0; i < fds.size(); ++i)
+      if (fds[i].revents != 0) watches[i].second->fn(watches[i].second, fds[i].revents, 0);
+    run();
+    return true;
+  }
+  std::size_t watch_count() const { return watches_.size(); }
 
   // Runs posted tasks and pollers until nothing is left to do.
   void run() {
@@ -94,6 +114,7 @@ class FakeReactor final : public CoreReactor {
   std::deque<std::function<void()>> posted_;
   std::vector<Timer> timers_;
   std::vector<transport::Poller*> pollers_;
+  std::vector<std::pair<int, transport::IoOp*>> watches_;
   std::chrono::milliseconds now_{0};
   uint64_t next_id_ = 0;
 };
@@ -290,6 +311,10 @@ class CoreHarness {
   Completed run(FakeTargetQueue& q, const p::Sqe& sqe, std::vector<uint8_t> host_data = {}) {
     q.submit(sqe, std::move(host_data));
     reactor.run();
+    // Backend I/O (file) completes asynchronously: sleep on the backend queues' fds like the real reactor.
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!q.result(sqe.hdr.cid.get()) && reactor.watch_count() != 0 && std::chrono::steady_clock::now() < deadline)
+      reactor.wait_watched(std::chrono::milliseconds(100));
     auto r = q.result(sqe.hdr.cid.get());
     EXPECT_TRUE(r.has_value()) << "command cid " << sqe.hdr.cid.get() << " did not complete";
     return r.value_or(Completed{});

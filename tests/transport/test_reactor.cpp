@@ -1,4 +1,9 @@
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <pthread.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -135,4 +140,88 @@ TEST(Reactor, BlockingRunOnceWakesForPostAndStopFromAnotherThread) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, 500ms);
   r->stop();
   t.join();
+}
+
+namespace {
+// CPU time of a thread so far.
+std::chrono::nanoseconds thread_cpu(pthread_t t) {
+  clockid_t id;
+  if (pthread_getcpuclockid(t, &id) != 0) return {};
+  timespec ts{};
+  clock_gettime(id, &ts);
+  return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
+}
+
+struct WatchCounter {
+  IoOp op;
+  int fd = -1;
+  std::atomic<int> calls{0};
+  int last_res = 0;
+  bool consume = true;
+};
+void on_watch_counter(IoOp* op, int res, uint32_t) noexcept {
+  auto* w = reinterpret_cast<WatchCounter*>(op);
+  w->last_res = res;
+  if (w->consume) {
+    uint64_t v;
+    (void)!::read(w->fd, &v, sizeof(v));
+  }
+  w->calls.fetch_add(1);
+}
+}  // namespace
+
+TEST(Reactor, WatchedFdWakesASleepingReactorEachTimeUntilUnwatched) {
+  auto r = make_reactor();
+  WatchCounter w;
+  w.op.fn = &on_watch_counter;
+  w.fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  ASSERT_GE(w.fd, 0);
+  r->post([&] { r->watch_fd(w.fd, &w.op); });
+  std::thread t([&] { r->run(); });
+  const auto cpu0 = thread_cpu(t.native_handle());
+  for (int i = 1; i <= 3; ++i) {
+    std::this_thread::sleep_for(200ms);  // the reactor is asleep by now
+    EXPECT_EQ(w.calls.load(), i - 1);
+    uint64_t one = 1;
+    ASSERT_EQ(::write(w.fd, &one, sizeof(one)), 8);
+    const auto deadline = std::chrono::steady_clock::now() + 500ms;  // << the reactor's 1 s sleep
+    while (w.calls.load() < i && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
+    EXPECT_EQ(w.calls.load(), i) << "wakeup " << i;
+    EXPECT_EQ(w.last_res & POLLIN, POLLIN);
+  }
+  // Asleep between wakeups: a few ms of CPU over 600 ms, not a spinning core.
+  EXPECT_LT(thread_cpu(t.native_handle()) - cpu0, 100ms);
+  std::atomic<bool> unwatched{false};
+  r->post([&] {
+    r->unwatch_fd(&w.op);
+    unwatched = true;
+  });
+  while (!unwatched) std::this_thread::sleep_for(1ms);
+  uint64_t one = 1;
+  ASSERT_EQ(::write(w.fd, &one, sizeof(one)), 8);
+  std::this_thread::sleep_for(100ms);
+  EXPECT_EQ(w.calls.load(), 3);
+  r->stop();
+  t.join();
+  ::close(w.fd);
+}
+
+TEST(Reactor, UnwatchFromItsOwnCallbackAndReuseTheOp) {
+  auto r = make_reactor();
+  WatchCounter w;
+  w.fd = ::eventfd(1, EFD_NONBLOCK | EFD_CLOEXEC);  // readable at once
+  w.consume = false;
+  static Reactor* reactor;
+  reactor = r.get();
+  w.op.fn = [](IoOp* op, int res, uint32_t flags) noexcept {
+    on_watch_counter(op, res, flags);
+    reactor->unwatch_fd(op);  // still readable: without the unwatch it would fire again and again
+  };
+  r->watch_fd(w.fd, &w.op);
+  for (int i = 0; i < 50; ++i) r->run_once(false);
+  EXPECT_EQ(w.calls.load(), 1);
+  r->watch_fd(w.fd, &w.op);  // the same op again
+  for (int i = 0; i < 50; ++i) r->run_once(false);
+  EXPECT_EQ(w.calls.load(), 2);
+  ::close(w.fd);
 }

@@ -53,6 +53,12 @@ struct HostSlot {
   uint32_t h2c_solicited = 0;  // bytes asked for by R2Ts so far (end of the last R2T)
   uint32_t tx_offset = 0;     // next H2CData byte to serialize
   uint32_t tx_end = 0;        // end of the current R2T window
+  // Send accounting: the stream position (TcpHostQueue::tx_queued_) just past the last byte of this
+  // command's data put in the send batch. Until the socket has taken that much (tx_sent_), iovecs still
+  // point into the caller's buffer, so the command must not complete.
+  uint64_t tx_data_end = 0;
+  bool response_deferred = false;  // its CQE arrived while its data was still being sent
+  p::Cqe deferred_cqe{};
 };
 
 // Wait for `events` on fd until `deadline`. Returns revents, 0 on timeout, -errno on failure.
@@ -160,19 +166,26 @@ class TcpHostQueue final : public HostQueue {
     txq_tail_ = cid;
   }
 
+  void tx_add(const void* d, std::size_t len) noexcept {
+    tx_.add(d, len);
+    tx_queued_ += len;
+  }
+
   template <typename Pdu>
   void put_header(const Pdu& pdu) noexcept {
     std::size_t n =
         pt::write_pdu_header(pdu, std::span<uint8_t>(tx_.arena.data() + tx_.used, TxBatch::kArena - tx_.used));
-    tx_.add(tx_.alloc(n), n);
+    tx_add(tx_.alloc(n), n);
   }
 
-  void put_data(const uint8_t* d, uint32_t len) noexcept {
-    tx_.add(d, len);
+  // The caller's data (the command in slot `cid`) and its digest.
+  void put_data(uint16_t cid, const uint8_t* d, uint32_t len) noexcept {
+    tx_add(d, len);
+    slots_[cid].tx_data_end = tx_queued_;
     if (session_.ddgst) {
       uint8_t* dg = tx_.alloc(pt::kDigestLen);
       pt::store_digest(dg, p::crc32c(d, len));
-      tx_.add(dg, pt::kDigestLen);
+      tx_add(dg, pt::kDigestLen);
     }
   }
 
@@ -183,7 +196,7 @@ class TcpHostQueue final : public HostQueue {
       if (!tx_.room(3, TxBatch::kMaxPduOverhead)) return false;
       const uint32_t icd = s.in_capsule ? static_cast<uint32_t>(cmd.data.size()) : 0;
       put_header(pt::build_capsule_cmd(p::load<pt::SqeBytes>(&cmd.sqe), icd, session_));
-      if (icd != 0) put_data(cmd.data.data(), icd);
+      if (icd != 0) put_data(cid, cmd.data.data(), icd);
     } else if (s.tx == HTx::h2c) {
       const uint32_t max = std::max<uint32_t>(session_.maxh2cdata, pt::kMinMaxH2CData);
       while (s.tx_offset < s.tx_end) {
@@ -191,7 +204,7 @@ class TcpHostQueue final : public HostQueue {
         const uint32_t chunk = std::min(max, s.tx_end - s.tx_offset);
         const bool last = s.tx_offset + chunk == s.tx_end;
         put_header(pt::build_h2c_data(cid, s.ttag, s.tx_offset, chunk, last, session_));
-        put_data(cmd.data.data() + s.tx_offset, chunk);
+        put_data(cid, cmd.data.data() + s.tx_offset, chunk);
         s.tx_offset += chunk;
       }
     }
@@ -226,7 +239,17 @@ class TcpHostQueue final : public HostQueue {
         return progress;
       }
       progress = true;
+      tx_sent_ += static_cast<uint64_t>(n);
       if (tx_.consume(static_cast<std::size_t>(n))) tx_.reset();
+      if (deferred_ != 0) finish_deferred();
+    }
+  }
+
+  // Commands answered while their data was still being sent complete once the socket has taken it.
+  void finish_deferred() noexcept {
+    for (std::size_t i = 0; i < slots_.size() && deferred_ != 0; ++i) {
+      HostSlot& s = slots_[i];
+      if (s.active && s.response_deferred && s.tx_data_end <= tx_sent_) complete(static_cast<uint16_t>(i), s.deferred_cqe);
     }
   }
 
@@ -329,8 +352,9 @@ class TcpHostQueue final : public HostQueue {
     return true;
   }
 
+  // A command still waiting for its response (a deferred one has had it).
   HostSlot* active_slot(uint16_t cid) noexcept {
-    if (cid >= slots_.size() || !slots_[cid].active) return nullptr;
+    if (cid >= slots_.size() || !slots_[cid].active || slots_[cid].response_deferred) return nullptr;
     return &slots_[cid];
   }
 
@@ -419,9 +443,28 @@ class TcpHostQueue final : public HostQueue {
     }
   }
 
+  // The response to a command arrived. A controller may answer a write (typically with an error) before
+  // the host has sent all of its data: bytes of the caller's buffer may still sit in the send batch, so the
+  // completion (after which the caller may free or reuse the buffer) waits until the socket has taken them.
   void finish(uint16_t cid, p::Cqe cqe) noexcept {
     HostSlot& s = slots_[cid];
+    if (s.in_txq) unlink_tx(cid);  // nothing more of it gets serialized
+    if (s.tx_data_end > tx_sent_) {
+      s.response_deferred = true;
+      s.deferred_cqe = cqe;
+      ++deferred_;
+      return;
+    }
+    complete(cid, cqe);
+  }
+
+  void complete(uint16_t cid, p::Cqe cqe) noexcept {
+    HostSlot& s = slots_[cid];
     HostCommand* cmd = s.cmd;
+    if (s.response_deferred) {
+      s.response_deferred = false;
+      --deferred_;
+    }
     if (s.digest_error && cqe.get_status().ok()) cqe.set_status(p::status::data_transfer_error);
     if (s.in_txq) unlink_tx(cid);
     s.active = false;
@@ -475,14 +518,16 @@ class TcpHostQueue final : public HostQueue {
   // Every outstanding command completes once with `st` (retryable: another path or a reconnect may work).
   void fail_all(p::Status st) noexcept {
     if (error_ == 0) error_ = ENOTCONN;
-    tx_.reset();
+    tx_.reset();  // nothing more is sent: no iovec points into a caller's buffer any more
+    tx_sent_ = tx_queued_;
     txq_head_ = txq_tail_ = kNone;
     for (std::size_t i = 0; i < slots_.size(); ++i) {
       HostSlot& s = slots_[i];
       s.in_txq = false;
       if (!s.active) continue;
-      p::Cqe cqe = p::make_cqe(static_cast<uint16_t>(i), opts_.qid, 0, st);
-      finish(static_cast<uint16_t>(i), cqe);
+      // A command the controller already answered keeps that answer.
+      const p::Cqe cqe = s.response_deferred ? s.deferred_cqe : p::make_cqe(static_cast<uint16_t>(i), opts_.qid, 0, st);
+      complete(static_cast<uint16_t>(i), cqe);
     }
   }
 
@@ -497,6 +542,9 @@ class TcpHostQueue final : public HostQueue {
   int error_ = 0;
 
   TxBatch tx_;
+  uint64_t tx_queued_ = 0;  // bytes ever put in the send batch
+  uint64_t tx_sent_ = 0;    // bytes the socket took (sendmsg)
+  unsigned deferred_ = 0;   // slots with response_deferred
   uint16_t txq_head_ = kNone;
   uint16_t txq_tail_ = kNone;
 
@@ -597,16 +645,4 @@ Result<std::unique_ptr<HostQueue>> connect_tcp_host_queue(const HostQueueOptions
 }
 
 }  // namespace tcp
-
-// The transport switch. RDMA joins here when transport/rdma exists.
-Result<std::unique_ptr<HostQueue>> connect_host_queue(const HostQueueOptions& opts) {
-  switch (opts.address.type) {
-    case TransportType::tcp:
-      return tcp::connect_tcp_host_queue(opts);
-    case TransportType::rdma:
-      return make_error("RDMA transport not built yet", EPROTONOSUPPORT);
-  }
-  return make_error("unknown transport type", EINVAL);
-}
-
 }  // namespace rdmablk::transport

@@ -272,7 +272,9 @@ class TcpTargetConnection final : public TargetQueue {
     }
     if (res <= 0) {
       if (res == 0) {
-        const bool mid_pdu = rx_.size() != 0 || rx_state_ != Rx::header || in_flight_commands() != 0;
+        // Mid-transfer: inside a PDU, or owing write data the core asked for. Commands parked in the
+        // core (the Asynchronous Event Request every Linux host leaves outstanding) are not a transfer.
+        const bool mid_pdu = rx_.size() != 0 || rx_state_ != Rx::header || awaiting_host_data();
         if (mid_pdu && log_allowed()) {
           spdlog::warn("nvme-tcp {}: peer closed the connection mid-transfer", peer_);
         } else {
@@ -288,6 +290,13 @@ class TcpTargetConnection final : public TargetQueue {
     process_rx();
     arm_recv();
     maybe_finish();
+  }
+
+  bool awaiting_host_data() const noexcept {
+    for (const auto& slot : slots_) {
+      if (slot.state == SlotState::rx_capsule || slot.state == SlotState::r2t) return true;
+    }
+    return false;
   }
 
   unsigned in_flight_commands() const noexcept {
