@@ -34,6 +34,10 @@ namespace rdmablk::transport {
 
 enum class DataDirection : uint8_t { none, host_to_controller, controller_to_host };
 
+// Which way a command's data flows, as every binding needs to know before parsing its data SGL.
+// `bidirectional` is set (and none returned) for opcodes with bits 1:0 = 11b, which fabrics do not carry.
+DataDirection command_direction(const protocol::Sqe& sqe, bool& bidirectional) noexcept;
+
 class TargetQueue;
 
 struct TargetRequest {

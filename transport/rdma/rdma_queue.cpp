@@ -20,29 +20,6 @@ namespace {
 
 std::atomic<unsigned> g_live_queues{0};
 
-// Which way the command's data flows (NVMe Base 2.0 Figure 89: opcode bits 1:0), fabrics commands by FCTYPE.
-DataDirection command_direction(const p::Sqe& sqe, bool& bidirectional) noexcept {
-  bidirectional = false;
-  const uint8_t opc = sqe.hdr.opcode;
-  if (opc == p::kFabricsOpcode) {
-    switch (static_cast<p::FabricsType>(sqe.hdr.nsid.get() & 0xFF)) {
-      case p::FabricsType::connect:
-      case p::FabricsType::authentication_send:
-        return DataDirection::host_to_controller;
-      case p::FabricsType::authentication_receive:
-        return DataDirection::controller_to_host;
-      default:
-        return DataDirection::none;
-    }
-  }
-  switch (p::data_transfer(opc)) {
-    case p::DataTransfer::host_to_controller: return DataDirection::host_to_controller;
-    case p::DataTransfer::controller_to_host: return DataDirection::controller_to_host;
-    case p::DataTransfer::bidirectional: bidirectional = true; return DataDirection::none;
-    case p::DataTransfer::none: break;
-  }
-  return DataDirection::none;
-}
 
 std::size_t round_up(std::size_t v, std::size_t a) noexcept { return (v + a - 1) / a * a; }
 
