@@ -368,7 +368,9 @@ Result<void> Controller::bring_up() {
   qo.entries = opts_.admin_entries;
   qo.header_digest = opts_.header_digest;
   qo.data_digest = opts_.data_digest;
-  qo.in_capsule_limit = 8192;  // admin capsules carry 8 KiB in-capsule data (Connect data fits)
+  // NVMe/TCP admin capsules carry 8 KiB of in-capsule data (the Connect data goes in-capsule);
+  // NVMe/RDMA admin capsules are 64 bytes (nvmet-rdma posts 64-byte receives there): Connect data by RDMA READ.
+  qo.in_capsule_limit = opts_.address.type == transport::TransportType::rdma ? 0 : 8192;
   qo.connect_timeout = opts_.connect_timeout;
   auto q = opts_.connector(qo);
   if (!q) {
