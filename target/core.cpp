@@ -1,6 +1,8 @@
 // Queue lifecycle, dispatch, completion, keep-alive, asynchronous events, reload and shutdown.
 #include "target/core.h"
 
+#include <atomic>
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -523,14 +525,27 @@ Result<ReloadSummary> TargetCore::reload(const TargetConfig& config) {
     }
   }
 
-  // 3. Messages: new tables to every reactor first, then the events to the admin queues, then closes.
-  for (auto& [sub, table] : tables) {
-    for (auto& rs : reactor_states_) {
-      ReactorState* state = rs.get();
-      state->reactor().post([state, sub = sub, table = table] { state->update(sub, table); });
+  // 3. Messages: new tables to every reactor, and only once every reactor has applied them the events to
+  // the admin queues (a host told that a namespace is gone must not still reach it through an I/O queue
+  // on another reactor); closes at once.
+  auto deliver = [this, notify = std::make_shared<std::vector<std::shared_ptr<Controller>>>(std::move(notify))] {
+    for (auto& ctrl : *notify) post_deliver_events(ctrl);
+  };
+  const std::size_t updates = tables.size() * reactor_states_.size();
+  if (updates == 0) {
+    deliver();
+  } else {
+    auto remaining = std::make_shared<std::atomic<std::size_t>>(updates);
+    for (auto& [sub, table] : tables) {
+      for (auto& rs : reactor_states_) {
+        ReactorState* state = rs.get();
+        state->reactor().post([state, sub = sub, table = table, remaining, deliver] {
+          state->update(sub, table);
+          if (remaining->fetch_sub(1) == 1) deliver();
+        });
+      }
     }
   }
-  for (auto& ctrl : notify) post_deliver_events(ctrl);
   for (auto& fn : after) fn();
   spdlog::info("configuration reloaded: {}", summary.describe());
   return summary;
