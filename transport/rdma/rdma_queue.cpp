@@ -25,19 +25,6 @@ std::size_t round_up(std::size_t v, std::size_t a) noexcept { return (v + a - 1)
 
 }  // namespace
 
-bool rdma_log_allowed() noexcept {
-  constexpr unsigned kLogBurst = 10;
-  static std::atomic<int64_t> window{0};
-  static std::atomic<unsigned> count{0};
-  const int64_t now_s =
-      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
-  int64_t w = window.load(std::memory_order_relaxed);
-  if (w != now_s && window.compare_exchange_strong(w, now_s, std::memory_order_relaxed)) {
-    count.store(0, std::memory_order_relaxed);
-  }
-  return count.fetch_add(1, std::memory_order_relaxed) < kLogBurst;
-}
-
 unsigned live_rdma_target_queues() noexcept { return g_live_queues.load(std::memory_order_relaxed); }
 
 // ---- sizing -------------------------------------------------------------------------------------------
@@ -164,7 +151,7 @@ bool RdmaTargetQueue::repost_recv(uint16_t index) noexcept {
   wr.sg_list = &sge;
   wr.num_sge = 1;
   if (int rc = ops_.post_recv(&wr); rc != 0) {
-    if (rdma_log_allowed()) spdlog::warn("nvme-rdma {}: post_recv failed: {}", peer_, std::strerror(rc));
+    if (peer_error_log_allowed()) spdlog::warn("nvme-rdma {}: post_recv failed: {}", peer_, std::strerror(rc));
     return false;
   }
   r.posted = true;
@@ -207,7 +194,7 @@ void RdmaTargetQueue::on_completion(const WrCtx& ctx, const ibv_wc& wc) noexcept
 
 void RdmaTargetQueue::wc_error(const ibv_wc& wc, const char* what) noexcept {
   if (state_ != State::live) return;
-  if (wc.status != IBV_WC_WR_FLUSH_ERR && rdma_log_allowed()) {
+  if (wc.status != IBV_WC_WR_FLUSH_ERR && peer_error_log_allowed()) {
     spdlog::warn("nvme-rdma {}: {} completion failed: {} (vendor error {:#x}); closing the queue", peer_, what,
                  ibv_wc_status_str(wc.status), wc.vendor_err);
   }
@@ -567,7 +554,7 @@ void RdmaTargetQueue::recycle(Slot& s) noexcept {
 
 void RdmaTargetQueue::fatal(const char* what) noexcept {
   if (state_ != State::live) return;
-  if (rdma_log_allowed()) spdlog::warn("nvme-rdma {}: queue {}: protocol error, closing: {}", peer_, qid_, what);
+  if (peer_error_log_allowed()) spdlog::warn("nvme-rdma {}: queue {}: protocol error, closing: {}", peer_, qid_, what);
   begin_close();
 }
 

@@ -43,6 +43,7 @@
 #include "protocol/status.h"
 #include "transport/address.h"
 #include "transport/buffer_pool.h"
+#include "transport/log_limit.h"
 #include "transport/target_queue.h"
 
 namespace rdmablk::transport::rdma {
@@ -257,7 +258,5 @@ class RdmaTargetQueue final : public TargetQueue {
 // Queues alive in this process (tests wait for teardown with it).
 unsigned live_rdma_target_queues() noexcept;
 
-// Host-triggerable errors are logged at most a few times per second, process wide.
-bool rdma_log_allowed() noexcept;
 
 }  // namespace rdmablk::transport::rdma

@@ -200,11 +200,11 @@ class RdmaConnection final : public RdmaQpOps {
       case RDMA_CM_EVENT_TIMEWAIT_EXIT:
         break;
       case RDMA_CM_EVENT_DEVICE_REMOVAL:
-        if (rdma_log_allowed()) spdlog::warn("nvme-rdma {}: RDMA device removed", queue_->peer_name());
+        if (peer_error_log_allowed()) spdlog::warn("nvme-rdma {}: RDMA device removed", queue_->peer_name());
         queue_->connection_lost("device removal");
         break;
       default:
-        if (rdma_log_allowed()) {
+        if (peer_error_log_allowed()) {
           spdlog::warn("nvme-rdma {}: {} (status {}): closing the queue", queue_->peer_name(), rdma_event_str(type),
                        status);
         }
@@ -296,11 +296,11 @@ bool DeviceCq::poll() noexcept {
     for (int i = 0; i < n; ++i) dispatch_wc(wcs[i]);
     return true;
   }
-  if (n < 0 && rdma_log_allowed()) spdlog::error("nvme-rdma: ibv_poll_cq failed: {}", n);
+  if (n < 0 && peer_error_log_allowed()) spdlog::error("nvme-rdma: ibv_poll_cq failed: {}", n);
   if (notify_armed) return false;
   if (++idle_polls < kIdlePollsBeforeArm) return true;  // keep the reactor spinning until armed
   if (ibv_req_notify_cq(cq, 0) != 0) {
-    if (rdma_log_allowed()) spdlog::error("nvme-rdma: ibv_req_notify_cq failed");
+    if (peer_error_log_allowed()) spdlog::error("nvme-rdma: ibv_req_notify_cq failed");
     return true;
   }
   notify_armed = true;
@@ -571,7 +571,7 @@ struct RdmaListener::Impl {
   }
 
   static void refuse(rdma_cm_id* cid, const std::string& peer, const cm::CmError& e) noexcept {
-    if (rdma_log_allowed()) {
+    if (peer_error_log_allowed()) {
       spdlog::warn("nvme-rdma {}: refusing queue: {} ({}, offset {})", peer, e.what,
                    cm::reject_status_name(e.status), e.offset);
     }
@@ -585,7 +585,7 @@ struct RdmaListener::Impl {
                                 const std::string& peer) noexcept {
     auto rr = acquire_context(where_to.reactor, where_to.pool);
     if (!rr) {
-      if (rdma_log_allowed()) spdlog::error("nvme-rdma: reactor context: {}", rr.error().message);
+      if (peer_error_log_allowed()) spdlog::error("nvme-rdma: reactor context: {}", rr.error().message);
       return refuse(cid, peer, cm::CmError{cm::RejectStatus::no_resources, 0, "no reactor context"});
     }
     ReactorRdma* ctx = *rr;
@@ -595,7 +595,7 @@ struct RdmaListener::Impl {
     }
     auto dev = ctx->device_for(cid->verbs);
     if (!dev) {
-      if (rdma_log_allowed()) spdlog::error("nvme-rdma: device setup: {}", dev.error().message);
+      if (peer_error_log_allowed()) spdlog::error("nvme-rdma: device setup: {}", dev.error().message);
       ctx->release();
       return refuse(cid, peer, cm::CmError{cm::RejectStatus::no_resources, 0, "device setup failed"});
     }
@@ -614,7 +614,7 @@ struct RdmaListener::Impl {
     } catch (...) {
     }
     if (!ok) {
-      if (rdma_log_allowed()) spdlog::warn("nvme-rdma {}: cannot set up the queue: {}", peer, ok.error().message);
+      if (peer_error_log_allowed()) spdlog::warn("nvme-rdma {}: cannot set up the queue: {}", peer, ok.error().message);
       conn->undo_setup();
       cid->context = nullptr;
       delete conn;  // releases ctx

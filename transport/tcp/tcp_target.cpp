@@ -18,6 +18,7 @@
 #include "protocol/fabrics.h"
 #include "protocol/sgl.h"
 #include "protocol/tcp_pdu.h"
+#include "transport/log_limit.h"
 #include "transport/tcp/tcp_io.h"
 
 namespace rdmablk::transport::tcp {
@@ -30,20 +31,6 @@ class TcpTargetConnection;
 namespace {
 
 std::atomic<unsigned> g_live_connections{0};
-
-// Host-triggerable errors are logged at most kLogBurst times per second, process wide.
-bool log_allowed() noexcept {
-  constexpr unsigned kLogBurst = 10;
-  static std::atomic<int64_t> window{0};
-  static std::atomic<unsigned> count{0};
-  const int64_t now_s =
-      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
-  int64_t w = window.load(std::memory_order_relaxed);
-  if (w != now_s && window.compare_exchange_strong(w, now_s, std::memory_order_relaxed)) {
-    count.store(0, std::memory_order_relaxed);
-  }
-  return count.fetch_add(1, std::memory_order_relaxed) < kLogBurst;
-}
 
 constexpr uint16_t kNone = 0xFFFF;
 constexpr auto kCloseGrace = std::chrono::milliseconds(1000);
@@ -252,12 +239,12 @@ class TcpTargetConnection final : public TargetQueue {
         // Mid-transfer: inside a PDU, or owing write data the core asked for. Commands parked in the
         // core (the Asynchronous Event Request every Linux host leaves outstanding) are not a transfer.
         const bool mid_pdu = rx_.size() != 0 || rx_state_ != Rx::header || awaiting_host_data();
-        if (mid_pdu && log_allowed()) {
+        if (mid_pdu && peer_error_log_allowed()) {
           spdlog::warn("nvme-tcp {}: peer closed the connection mid-transfer", peer_);
         } else {
           spdlog::debug("nvme-tcp {}: peer closed the connection", peer_);
         }
-      } else if (log_allowed()) {
+      } else if (peer_error_log_allowed()) {
         spdlog::warn("nvme-tcp {}: receive failed: {}", peer_, std::strerror(-res));
       }
       begin_close();
@@ -419,7 +406,7 @@ class TcpTargetConnection final : public TargetQueue {
 
   void on_term_req() noexcept {
     const auto t = p::load<pt::TermReqHdr>(cur_hdr_.data());
-    if (log_allowed()) {
+    if (peer_error_log_allowed()) {
       spdlog::warn("nvme-tcp {}: host terminated the connection: {} (FES {:#x}, FEI {})", peer_,
                    pt::fes_name(static_cast<pt::Fes>(t.fes.get())), t.fes.get(), t.fei.get());
     }
@@ -682,7 +669,7 @@ class TcpTargetConnection final : public TargetQueue {
     }
     if (res < 0) {
       if (state_ == State::live) {
-        if (log_allowed()) spdlog::warn("nvme-tcp {}: send failed: {}", peer_, std::strerror(-res));
+        if (peer_error_log_allowed()) spdlog::warn("nvme-tcp {}: send failed: {}", peer_, std::strerror(-res));
         begin_close();
       }
       tx_.reset();
@@ -736,7 +723,7 @@ class TcpTargetConnection final : public TargetQueue {
 
   void fatal(const pt::PduError& e, std::span<const uint8_t> offending) noexcept {
     if (state_ == State::closing || state_ == State::closed) return;
-    if (log_allowed()) {
+    if (peer_error_log_allowed()) {
       spdlog::warn("nvme-tcp {}: protocol error, terminating connection: {} ({}, FEI {})", peer_, e.what,
                    pt::fes_name(e.fes), e.fei());
     }
@@ -925,7 +912,7 @@ struct TcpListener::Acceptor {
     } else if (res == -EINVAL && multishot && !seen_success && !stopping) {
       spdlog::info("nvme-tcp: multishot accept not supported, re-arming single-shot accepts");
       multishot = false;
-    } else if (res != -ECANCELED && !stopping && log_allowed()) {
+    } else if (res != -ECANCELED && !stopping && peer_error_log_allowed()) {
       spdlog::warn("nvme-tcp: accept failed: {}", std::strerror(-res));
     }
     if (armed) return;
