@@ -229,35 +229,23 @@ void TargetCore::handle_io(CoreQueue& q, TargetRequest& req) noexcept {
         }
         return;
       }
-      NsChannel* ch = q.rs->channel(*slot);
-      if (ch == nullptr) {
-        finish(req, st::internal_error);
-        return;
-      }
-      rs.channel = ch;
+      NsChannel* ch = bind_channel(q, req, *slot);
+      if (ch == nullptr) return;
       backend::Request b;
       b.op = backend::Op::read;
       b.slba = rs.slba;
       b.nlb = rs.blocks;
       b.buf = req.data;
       b.buf_index = ch->fixed_buffers ? req.fixed_buffer_index : -1;
-      rs.pending = 1;  // guard while submitting
-      submit_backend(q, req, b);
-      if (--rs.pending == 0) io_request_done(q, req);
+      submit_one(q, req, b);
       return;
     }
     case IoOpcode::flush: {
-      NsChannel* ch = q.rs->channel(*slot);
-      if (ch == nullptr) {
-        finish(req, st::internal_error);
-        return;
-      }
-      rs.channel = ch;
+      NsChannel* ch = bind_channel(q, req, *slot);
+      if (ch == nullptr) return;
       backend::Request b;
       b.op = backend::Op::flush;
-      rs.pending = 1;
-      submit_backend(q, req, b);
-      if (--rs.pending == 0) io_request_done(q, req);
+      submit_one(q, req, b);
       return;
     }
     case IoOpcode::write_zeroes: {
@@ -270,21 +258,15 @@ void TargetCore::handle_io(CoreQueue& q, TargetRequest& req) noexcept {
         finish(req, st::lba_out_of_range);
         return;
       }
-      NsChannel* ch = q.rs->channel(*slot);
-      if (ch == nullptr) {
-        finish(req, st::internal_error);
-        return;
-      }
-      rs.channel = ch;
+      NsChannel* ch = bind_channel(q, req, *slot);
+      if (ch == nullptr) return;
       backend::Request b;
       // DEAC: the host allows deallocation; our deallocated blocks read back as zeroes (DLFEAT).
       b.op = cmd.deallocate() && ns.geometry.caps.deallocate ? backend::Op::deallocate : backend::Op::write_zeroes;
       b.slba = cmd.start_lba();
       b.nlb = cmd.block_count();
       b.fua = cmd.fua();
-      rs.pending = 1;
-      submit_backend(q, req, b);
-      if (--rs.pending == 0) io_request_done(q, req);
+      submit_one(q, req, b);
       return;
     }
     case IoOpcode::dataset_management: {
@@ -336,12 +318,8 @@ void TargetCore::io_data_ready(CoreQueue& q, TargetRequest& req, Status /*status
     finish(req, st::namespace_write_protected);
     return;
   }
-  NsChannel* ch = q.rs->channel(*slot);
-  if (ch == nullptr) {
-    finish(req, st::internal_error);
-    return;
-  }
-  rs.channel = ch;
+  NsChannel* ch = bind_channel(q, req, *slot);
+  if (ch == nullptr) return;
   const uint64_t nsze = ns.geometry.num_blocks;
 
   if (rs.stage == Stage::write) {
@@ -358,9 +336,7 @@ void TargetCore::io_data_ready(CoreQueue& q, TargetRequest& req, Status /*status
     b.buf_index = ch->fixed_buffers ? req.fixed_buffer_index : -1;
     // With the volatile write cache turned off by the host, every write must be durable.
     b.fua = cmd.fua() || (ns.volatile_cache() && !q.ctrl->write_cache.load(std::memory_order_relaxed));
-    rs.pending = 1;
-    submit_backend(q, req, b);
-    if (--rs.pending == 0) io_request_done(q, req);
+    submit_one(q, req, b);
     return;
   }
 
@@ -388,6 +364,23 @@ void TargetCore::io_data_ready(CoreQueue& q, TargetRequest& req, Status /*status
     b.nlb = r.nlb.get();
     if (!submit_backend(q, req, b)) break;
   }
+  if (--rs.pending == 0) io_request_done(q, req);
+}
+
+NsChannel* TargetCore::bind_channel(CoreQueue& q, TargetRequest& req, NsSlot& slot) noexcept {
+  NsChannel* ch = q.rs->channel(slot);
+  if (ch == nullptr) {
+    finish(req, st::internal_error);
+    return nullptr;
+  }
+  request_state(req).channel = ch;
+  return ch;
+}
+
+void TargetCore::submit_one(CoreQueue& q, TargetRequest& req, const backend::Request& b) noexcept {
+  RequestState& rs = request_state(req);
+  rs.pending = 1;  // guard: a completion reaped while submitting must not finish the command early
+  submit_backend(q, req, b);
   if (--rs.pending == 0) io_request_done(q, req);
 }
 
