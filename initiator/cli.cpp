@@ -10,68 +10,15 @@
 #include "initiator/bench_job.h"
 #include "initiator/bench_report.h"
 #include "initiator/bench_runner.h"
+#include "initiator/cli_common.h"
 
 namespace rdmablk::initiator {
 
+using cli::ConnFlags;
+using cli::controller_options;
+using cli::resolve;
+
 namespace {
-
-struct ConnFlags {
-  std::string transport = "tcp";
-  std::string traddr;
-  std::string trsvcid;
-  std::string nqn;
-  std::string hostnqn;
-  std::string hostid;
-  std::optional<unsigned> kato_s;
-};
-
-void add_connection_flags(CLI::App* app, ConnFlags& f, bool need_addr, bool need_nqn) {
-  app->add_option("-t,--transport", f.transport, "transport type: tcp or rdma")->capture_default_str();
-  auto* a = app->add_option("-a,--traddr", f.traddr, "transport address (IP)");
-  if (need_addr) a->required();
-  app->add_option("-s,--trsvcid", f.trsvcid, "transport service id (port)");
-  auto* n = app->add_option("-n,--nqn", f.nqn, "subsystem NQN");
-  if (need_nqn) n->required();
-  app->add_option("-q,--hostnqn", f.hostnqn, "host NQN (default: /etc/nvme/hostnqn, else generated)");
-  app->add_option("--hostid", f.hostid, "host identifier, a UUID (default: /etc/nvme/hostid, else derived)");
-  app->add_option("--kato", f.kato_s, "keep-alive timeout in seconds (0 = off)");
-}
-
-struct Resolved {
-  transport::TransportAddress address;
-  HostIdentity host;
-  uint32_t kato_ms = 0;
-};
-
-Result<Resolved> resolve(const ConnFlags& f, uint16_t default_port, uint32_t default_kato_ms, const CliEnv& env) {
-  Resolved r;
-  auto t = transport::parse_transport_type(f.transport);
-  if (!t) return tl::unexpected(t.error());
-  r.address.type = *t;
-  r.address.traddr = f.traddr;
-  r.address.trsvcid = default_port;
-  if (!f.trsvcid.empty()) {
-    auto p = transport::parse_port(f.trsvcid);
-    if (!p) return tl::unexpected(p.error());
-    r.address.trsvcid = *p;
-  }
-  auto host = resolve_host_identity(f.hostnqn.empty() ? std::nullopt : std::optional(f.hostnqn),
-                                    f.hostid.empty() ? std::nullopt : std::optional(f.hostid), env.host_sources);
-  if (!host) return tl::unexpected(host.error());
-  r.host = *host;
-  r.kato_ms = f.kato_s ? *f.kato_s * 1000u : default_kato_ms;
-  return r;
-}
-
-ControllerOptions controller_options(const Resolved& r, std::string subnqn, const CliEnv& env) {
-  ControllerOptions o;
-  o.address = r.address;
-  o.subnqn = std::move(subnqn);
-  o.host = r.host;
-  o.kato_ms = r.kato_ms;
-  o.connector = env.connector;
-  return o;
-}
 
 std::string human_bytes(uint64_t b) {
   static const char* const units[] = {"B", "KB", "MB", "GB", "TB", "PB"};
@@ -185,22 +132,25 @@ std::string format_identify(const Controller& ctrl) {
 int cli_main(int argc, const char* const* argv, const CliEnv& env) {
   std::ostream& out = *env.out;
   std::ostream& err = *env.err;
-  CLI::App app{"rdmablk: NVMe over Fabrics initiator (discover, identify, bench)", "rdmablk"};
+  CLI::App app{"rdmablk: NVMe over Fabrics initiator (discover, identify, bench, connect, attach)", "rdmablk"};
   app.set_version_flag("--version", "rdmablk 0.1.0");
   app.require_subcommand(1, 1);
 
   ConnFlags disc_flags, id_flags, bench_flags;
   std::string disc_format = "normal", bench_format = "normal", jobfile;
   auto* discover = app.add_subcommand("discover", "print the discovery log of a discovery controller");
-  add_connection_flags(discover, disc_flags, true, false);
+  cli::add_connection_flags(discover, disc_flags, true, false);
   discover->add_option("-o,--output-format", disc_format, "normal or json")
       ->check(CLI::IsMember({"normal", "json"}));
   auto* identify = app.add_subcommand("identify", "print a controller and its namespaces");
-  add_connection_flags(identify, id_flags, true, true);
+  cli::add_connection_flags(identify, id_flags, true, true);
   auto* bench = app.add_subcommand("bench", "run a fio job file against NVMe-oF namespaces");
   bench->add_option("jobfile", jobfile, "fio job file")->required();
-  add_connection_flags(bench, bench_flags, false, false);
+  cli::add_connection_flags(bench, bench_flags, false, false);
   bench->add_option("--output-format", bench_format, "normal or json")->check(CLI::IsMember({"normal", "json"}));
+  std::vector<cli::Command> commands;
+  cli::add_fabrics_commands(app, env, commands);
+  cli::add_attach_commands(app, env, commands);
 
   try {
     app.parse(argc, argv);
@@ -228,6 +178,9 @@ int cli_main(int argc, const char* const* argv, const CliEnv& env) {
     return code;
   };
 
+  for (const auto& c : commands) {
+    if (c.app->parsed()) return c.run();
+  }
   if (discover->parsed()) {
     auto r = resolve(disc_flags, disc_flags.transport == "rdma" ? transport::kDefaultIoPort : transport::kDefaultDiscoveryPort,
                      0, env);
