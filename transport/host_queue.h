@@ -61,6 +61,18 @@ class HostQueue {
   virtual void set_in_capsule_limit(uint32_t bytes) noexcept = 0;  // after Identify (IOCCSZ)
   virtual const TransportAddress& address() const noexcept = 0;
   virtual void close() noexcept = 0;
+
+  // Register a region that later commands' data lies in, for the queue's lifetime (RDMA: one MR instead
+  // of one per command). Transports that need nothing accept it as is.
+  virtual Result<void> register_buffer(std::span<uint8_t> region) { (void)region; return {}; }
+
+  // An extra descriptor poll() also waits on: a blocking poll() returns early (0 completions) when it
+  // becomes readable. Lets a thread that serves another event source (the ublk attach's io_uring) sleep
+  // on both. -1 = none. The caller keeps it open while set.
+  void set_wake_fd(int fd) noexcept { wake_fd_ = fd; }
+
+ protected:
+  int wake_fd_ = -1;
 };
 
 // Connect one queue (TCP: socket + ICReq/ICResp; RDMA: CM connect with private data). The caller then

@@ -174,7 +174,7 @@ class RdmaHostQueue final : public HostQueue {
     return {};
   }
 
-  Result<void> register_buffer(std::span<uint8_t> buf) {
+  Result<void> register_buffer(std::span<uint8_t> buf) override {
     if (pd_ == nullptr) return make_error("queue not connected", ENOTCONN);
     ibv_mr* mr = ibv_reg_mr(pd_, buf.data(), buf.size(),
                             IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);
@@ -276,12 +276,13 @@ class RdmaHostQueue final : public HostQueue {
         notify_armed_ = true;
         continue;  // poll once more: a completion that came before the arm raises no event
       }
-      pollfd pfds[2] = {{cc_->fd, POLLIN, 0}, {ch_->fd, POLLIN, 0}};
-      int rc = ::poll(pfds, 2, remaining_ms(deadline));
+      pollfd pfds[3] = {{cc_->fd, POLLIN, 0}, {ch_->fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+      int rc = ::poll(pfds, wake_fd_ >= 0 ? 3 : 2, remaining_ms(deadline));
       if (rc < 0 && errno != EINTR) {
         fail(errno, "poll");
         return -error_;
       }
+      if (rc > 0 && (pfds[2].revents & POLLIN) != 0) break;  // the owner has other work
       if (rc > 0 && (pfds[0].revents & POLLIN) != 0) {
         ibv_cq* ev_cq = nullptr;
         void* ev_ctx = nullptr;

@@ -62,13 +62,15 @@ struct HostSlot {
 };
 
 // Wait for `events` on fd until `deadline`. Returns revents, 0 on timeout, -errno on failure.
-int wait_fd(int fd, short events, Clock::time_point deadline) noexcept {
+// Waits for `events` on `fd` (or POLLIN on `wake_fd` when >= 0) until `deadline`. Returns fd's revents,
+// 0 on timeout or wake-up, -errno on failure.
+int wait_fd(int fd, short events, Clock::time_point deadline, int wake_fd = -1) noexcept {
   for (;;) {
     auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
     if (left < 0) left = 0;
-    pollfd pfd{fd, events, 0};
-    int rc = ::poll(&pfd, 1, static_cast<int>(std::min<long long>(left, 1 << 30)));
-    if (rc > 0) return pfd.revents;
+    pollfd pfds[2] = {{fd, events, 0}, {wake_fd, POLLIN, 0}};
+    int rc = ::poll(pfds, wake_fd >= 0 ? 2 : 1, static_cast<int>(std::min<long long>(left, 1 << 30)));
+    if (rc > 0) return pfds[0].revents;
     if (rc == 0) return 0;
     if (errno != EINTR) return -errno;
   }
@@ -123,12 +125,12 @@ class TcpHostQueue final : public HostQueue {
       if (min_completions == 0 || Clock::now() >= deadline) break;
       short events = POLLIN;
       if (!tx_.empty() || txq_head_ != kNone) events |= POLLOUT;
-      int rc = wait_fd(fd_, events, deadline);
+      int rc = wait_fd(fd_, events, deadline, wake_fd_);
       if (rc < 0) {
         fail(-rc, "poll");
         return -error_;
       }
-      if (rc == 0) break;
+      if (rc == 0) break;  // timeout, or the wake fd: the owner has other work
     }
     return static_cast<int>(completed_);
   }
