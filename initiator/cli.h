@@ -8,6 +8,7 @@
 #include <ostream>
 
 #include "initiator/controller.h"
+#include "initiator/kernel_fabrics.h"
 
 namespace rdmablk::initiator {
 
@@ -17,6 +18,8 @@ struct CliEnv {
   std::ostream* err = nullptr;
   bool progress_tty = false;  // stderr is a terminal: show the bench progress line
   HostIdentitySources host_sources;
+  KernelFabricsPaths kernel_paths;  // connect/list/disconnect through the kernel host; a fake tree in tests
+  std::chrono::milliseconds kernel_ns_timeout{30000};  // connect: wait this long for namespace devices
 };
 
 int cli_main(int argc, const char* const* argv, const CliEnv& env);
