@@ -1,5 +1,7 @@
 #include "initiator/attach_registry.h"
 
+#include <fcntl.h>
+
 #include <fmt/format.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -63,8 +65,16 @@ bool process_alive(pid_t pid) {
   if (pid <= 0) return false;
   if (::kill(pid, 0) != 0 && errno != EPERM) return false;
   // A zombie still answers kill(pid, 0): it is gone for our purposes. /proc/PID/stat: "pid (comm) S ...".
-  std::ifstream stat(fmt::format("/proc/{}/stat", pid));
-  std::string s((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  // Read with plain read(2): a process that exits while we read makes it fail with ESRCH, which
+  // libstdc++'s filebuf turns into an exception even with exceptions masked.
+  std::string s;
+  int fd = ::open(fmt::format("/proc/{}/stat", pid).c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[512];
+  ssize_t n = ::read(fd, buf, sizeof(buf));
+  ::close(fd);
+  if (n <= 0) return false;
+  s.assign(buf, static_cast<std::size_t>(n));
   auto close_paren = s.rfind(')');
   return close_paren == std::string::npos || close_paren + 2 >= s.size() || s[close_paren + 2] != 'Z';
 }
