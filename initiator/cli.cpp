@@ -16,20 +16,10 @@ namespace rdmablk::initiator {
 
 using cli::ConnFlags;
 using cli::controller_options;
+using cli::human_bytes;
 using cli::resolve;
 
 namespace {
-
-std::string human_bytes(uint64_t b) {
-  static const char* const units[] = {"B", "KB", "MB", "GB", "TB", "PB"};
-  double v = static_cast<double>(b);
-  int u = 0;
-  while (v >= 1000 && u < 5) {
-    v /= 1000;
-    ++u;
-  }
-  return u ? fmt::format("{:.2f} {}", v, units[u]) : fmt::format("{} B", b);
-}
 
 std::string hex_bytes(const uint8_t* p, std::size_t n) {
   std::string s;

@@ -1,5 +1,7 @@
 #include "initiator/cli_common.h"
 
+#include <fmt/format.h>
+
 namespace rdmablk::initiator::cli {
 
 void add_connection_flags(CLI::App* app, ConnFlags& f, bool need_addr, bool need_nqn) {
@@ -42,6 +44,28 @@ ControllerOptions controller_options(const Resolved& r, std::string subnqn, cons
   o.kato_ms = r.kato_ms;
   o.connector = env.connector;
   return o;
+}
+
+void add_tuning_flags(CLI::App* app, Tuning& t) {
+  app->add_option("-i,--nr-io-queues", t.nr_io_queues, "number of I/O queues (default: one per CPU)");
+  app->add_option("-Q,--queue-size", t.queue_size, "entries per I/O queue (default 128)");
+  app->add_option("-l,--ctrl-loss-tmo", t.ctrl_loss_tmo,
+                  "seconds to keep reconnecting after a loss before failing I/O (default 600, -1 = forever)");
+  app->add_option("-c,--reconnect-delay", t.reconnect_delay, "seconds between reconnect attempts (default 10)");
+  // --kato (the shared connection flag) is the same setting under its short name.
+  app->add_option("-k,--keep-alive-tmo", t.keep_alive_tmo, "keep-alive timeout in seconds")
+      ->excludes(app->get_option("--kato"));
+}
+
+std::string human_bytes(uint64_t b) {
+  static const char* const units[] = {"B", "KB", "MB", "GB", "TB", "PB"};
+  double v = static_cast<double>(b);
+  int u = 0;
+  while (v >= 1000 && u < 5) {
+    v /= 1000;
+    ++u;
+  }
+  return u ? fmt::format("{:.2f} {}", v, units[u]) : fmt::format("{} B", b);
 }
 
 int report_error(const CliEnv& env, const std::string& message, int code) {

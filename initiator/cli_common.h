@@ -38,6 +38,20 @@ struct Resolved {
 Result<Resolved> resolve(const ConnFlags& f, uint16_t default_port, uint32_t default_kato_ms, const CliEnv& env);
 ControllerOptions controller_options(const Resolved& r, std::string subnqn, const CliEnv& env);
 
+// nvme-cli's connect tuning flags (-i -Q -l -c -k), shared by `connect` (kernel host) and `attach`
+// (ublk): unset means the path's own default. -k is --kato under nvme-cli's long name.
+struct Tuning {
+  std::optional<unsigned> nr_io_queues;
+  std::optional<unsigned> queue_size;
+  std::optional<int> ctrl_loss_tmo;
+  std::optional<unsigned> reconnect_delay;
+  std::optional<unsigned> keep_alive_tmo;
+};
+void add_tuning_flags(CLI::App* app, Tuning& t);
+
+// Decimal units, as `nvme list` prints sizes: "1.07 GB".
+std::string human_bytes(uint64_t bytes);
+
 // One registered subcommand: run() is called when `app` was the one parsed; returns the exit status.
 struct Command {
   CLI::App* app = nullptr;

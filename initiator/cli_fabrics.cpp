@@ -22,25 +22,15 @@ using json = nlohmann::ordered_json;
 // How long `disconnect` waits for a ublk attachment's process to exit after SIGTERM.
 constexpr std::chrono::seconds kStopTimeout{30};
 
-// nvme-cli's connect tuning flags.
-struct Tuning {
-  std::optional<unsigned> nr_io_queues;
-  std::optional<unsigned> queue_size;
-  std::optional<int> ctrl_loss_tmo;
-  std::optional<unsigned> reconnect_delay;
-  std::optional<unsigned> keep_alive_tmo;
+// The connect commands' flags beyond the connection: tuning and the output format.
+struct ConnectFlags {
+  Tuning tuning;
   std::string format = "normal";
 };
 
-void add_tuning_flags(CLI::App* app, Tuning& t) {
-  app->add_option("-i,--nr-io-queues", t.nr_io_queues, "number of I/O queues (kernel default: one per CPU)");
-  app->add_option("-Q,--queue-size", t.queue_size, "entries per I/O queue (16..1024, kernel default 128)");
-  app->add_option("-l,--ctrl-loss-tmo", t.ctrl_loss_tmo, "seconds to keep reconnecting after a loss (-1 = forever)");
-  app->add_option("-c,--reconnect-delay", t.reconnect_delay, "seconds between reconnect attempts");
-  // --kato (the shared connection flag) is the same setting under its short name.
-  app->add_option("-k,--keep-alive-tmo", t.keep_alive_tmo, "keep-alive timeout in seconds")
-      ->excludes(app->get_option("--kato"));
-  app->add_option("-o,--output-format", t.format, "normal or json")->check(CLI::IsMember({"normal", "json"}));
+void add_connect_flags(CLI::App* app, ConnectFlags& c) {
+  add_tuning_flags(app, c.tuning);
+  app->add_option("-o,--output-format", c.format, "normal or json")->check(CLI::IsMember({"normal", "json"}));
 }
 
 KernelConnectParams connect_params(const ConnFlags& f, const Resolved& r, const Tuning& t, std::string traddr,
@@ -58,18 +48,6 @@ KernelConnectParams connect_params(const ConnFlags& f, const Resolved& r, const 
   p.reconnect_delay = t.reconnect_delay;
   p.keep_alive_tmo = t.keep_alive_tmo ? t.keep_alive_tmo : f.kato_s;
   return p;
-}
-
-// Decimal units, as `nvme list` and `rdmablk identify` print sizes.
-std::string human_bytes(uint64_t b) {
-  static const char* const units[] = {"B", "KB", "MB", "GB", "TB", "PB"};
-  double v = static_cast<double>(b);
-  int u = 0;
-  while (v >= 1000 && u < 5) {
-    v /= 1000;
-    ++u;
-  }
-  return u ? fmt::format("{:.2f} {}", v, units[u]) : fmt::format("{} B", b);
 }
 
 std::string namespace_lines(const KernelController& c, std::string_view indent) {
@@ -117,17 +95,17 @@ bool connect_and_print(const CliEnv& env, const KernelConnectParams& p, const st
   return true;
 }
 
-int run_connect(const CliEnv& env, const ConnFlags& f, const Tuning& t) {
+int run_connect(const CliEnv& env, const ConnFlags& f, const ConnectFlags& c) {
   auto r = resolve(f, transport::kDefaultIoPort, 0, env);
   if (!r) return report_error(env, r.error().message, 2);
-  auto p = connect_params(f, *r, t, f.traddr, std::to_string(r->address.trsvcid), f.nqn);
+  auto p = connect_params(f, *r, c.tuning, f.traddr, std::to_string(r->address.trsvcid), f.nqn);
   if (auto opts = build_connect_options(p); !opts) return report_error(env, opts.error().message, 2);
-  return connect_and_print(env, p, t.format) ? 0 : 1;
+  return connect_and_print(env, p, c.format) ? 0 : 1;
 }
 
 // Discovery on the default port nvme-cli uses per transport (8009 for TCP, 4420 for RDMA), then every
 // NVM subsystem entry of this transport through the kernel, skipping those it is already connected to.
-int run_connect_all(const CliEnv& env, const ConnFlags& f, const Tuning& t) {
+int run_connect_all(const CliEnv& env, const ConnFlags& f, const ConnectFlags& c) {
   auto r = resolve(f, f.transport == "rdma" ? transport::kDefaultIoPort : transport::kDefaultDiscoveryPort, 0, env);
   if (!r) return report_error(env, r.error().message, 2);
   auto ctrl = Controller::connect_discovery(controller_options(*r, {}, env));
@@ -145,15 +123,15 @@ int run_connect_all(const CliEnv& env, const ConnFlags& f, const Tuning& t) {
     std::string traddr = field_string(e.traddr.data(), e.traddr.size());
     std::string trsvcid = field_string(e.trsvcid.data(), e.trsvcid.size());
     std::string nqn = field_string(e.subnqn.data(), e.subnqn.size());
-    auto same = std::find_if(existing.begin(), existing.end(), [&](const KernelController& c) {
-      return c.subsysnqn == nqn && c.transport == transport && c.traddr == traddr && c.trsvcid == trsvcid;
+    auto same = std::find_if(existing.begin(), existing.end(), [&](const KernelController& k) {
+      return k.subsysnqn == nqn && k.transport == transport && k.traddr == traddr && k.trsvcid == trsvcid;
     });
     if (same != existing.end()) {
       *env.out << fmt::format("already connected {}: {} traddr={},trsvcid={} {}\n", same->name, transport, traddr,
                               trsvcid, nqn);
       continue;
     }
-    if (!connect_and_print(env, connect_params(f, *r, t, traddr, trsvcid, nqn), t.format)) ++failed;
+    if (!connect_and_print(env, connect_params(f, *r, c.tuning, traddr, trsvcid, nqn), c.format)) ++failed;
   }
   if (candidates == 0) {
     *env.out << fmt::format("no {} NVM subsystem in the discovery log of {}:{}\n", transport, f.traddr,
@@ -235,7 +213,7 @@ int run_list(const CliEnv& env, const std::string& format, bool include_pcie) {
 // Flag storage shared by the closures, alive as long as the CLI::App.
 struct FabricsFlags {
   ConnFlags connect, connect_all;
-  Tuning connect_tuning, connect_all_tuning;
+  ConnectFlags connect_tuning, connect_all_tuning;
   std::string disconnect_nqn, disconnect_device;
   std::string list_format = "normal";
   bool list_pcie = false;
@@ -248,12 +226,12 @@ void add_fabrics_commands(CLI::App& app, const CliEnv& env, std::vector<Command>
 
   auto* connect = app.add_subcommand("connect", "attach a subsystem's namespaces through the kernel NVMe-oF host");
   add_connection_flags(connect, flags->connect, true, true);
-  add_tuning_flags(connect, flags->connect_tuning);
+  add_connect_flags(connect, flags->connect_tuning);
   out.push_back({connect, [&env, flags] { return run_connect(env, flags->connect, flags->connect_tuning); }});
 
   auto* all = app.add_subcommand("connect-all", "discover, then connect every NVM subsystem through the kernel host");
   add_connection_flags(all, flags->connect_all, true, false);
-  add_tuning_flags(all, flags->connect_all_tuning);
+  add_connect_flags(all, flags->connect_all_tuning);
   out.push_back({all, [&env, flags] { return run_connect_all(env, flags->connect_all, flags->connect_all_tuning); }});
 
   auto* disc = app.add_subcommand("disconnect", "detach kernel controllers (and ublk attachments) by NQN or device");
