@@ -117,6 +117,16 @@ int block_stop_signals(sigset_t& previous) {
   return ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 }
 
+// Undo block_stop_signals. Signals that arrived meanwhile are consumed first: unblocking a pending
+// SIGTERM would kill the process that just handled it (exit 143 instead of 0).
+void release_stop_signals(int fd, const sigset_t& previous) {
+  signalfd_siginfo si{};
+  while (::read(fd, &si, sizeof(si)) == static_cast<ssize_t>(sizeof(si))) {
+  }
+  ::close(fd);
+  pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+}
+
 // What the background child tells the waiting parent: "R/dev/ublkbN" or "E<message>".
 void tell_parent(int& fd, char kind, const std::string& text) {
   if (fd < 0) return;
@@ -199,8 +209,7 @@ int serve_userspace(const AttachConfig& c, const CliEnv& env, int ready_fd, bool
                v.where.c_str());
   };
   auto r = ublk::serve_volume(o, stop_fd, ev);
-  ::close(stop_fd);
-  pthread_sigmask(SIG_SETMASK, &previous_mask, nullptr);
+  release_stop_signals(stop_fd, previous_mask);
   if (registered >= 0) remove_attachment(registered);
   if (!r) {
     tell_parent(ready_fd, 'E', r.error().message);
@@ -232,8 +241,7 @@ int serve_kernel(const AttachConfig& c, const CliEnv& env) {
   if (stop_fd < 0) return report_error(env, fmt::format("signalfd: {}", std::strerror(errno)));
   auto ctrl = connect_controller(env.kernel_paths, p, std::chrono::seconds(30));
   if (!ctrl) {
-    ::close(stop_fd);
-    pthread_sigmask(SIG_SETMASK, &previous_mask, nullptr);
+    release_stop_signals(stop_fd, previous_mask);
     return report_error(env, ctrl.error().message);
   }
   for (const auto& ns : ctrl->namespaces) *env.out << ns.block_device << "\n";
@@ -242,8 +250,7 @@ int serve_kernel(const AttachConfig& c, const CliEnv& env) {
   pollfd pfd{stop_fd, POLLIN, 0};
   while (::poll(&pfd, 1, -1) < 0 && errno == EINTR) {
   }
-  ::close(stop_fd);
-  pthread_sigmask(SIG_SETMASK, &previous_mask, nullptr);
+  release_stop_signals(stop_fd, previous_mask);
   sd_notify(0, "STOPPING=1");
   auto gone = disconnect_device(env.kernel_paths, ctrl->name);
   if (!gone) return report_error(env, gone.error().message);
