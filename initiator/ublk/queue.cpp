@@ -86,6 +86,7 @@ void Queue::give_connection(std::unique_ptr<IoQueue> q) {
     mail_queue_ = std::move(q);
     mail_drop_ = false;
     has_connection_ = true;  // the mailbox holds it already: it references the Controller
+    lost_ = false;           // that loss is handled: do not count it against the new connection
     mail_ = true;
   }
   uint64_t one = 1;
@@ -159,7 +160,6 @@ void Queue::take_mail() noexcept {
       on_lost(r.error().errno_value != 0 ? r.error().errno_value : EIO);
     } else {
       for (auto& t : tags_) t.retries = 0;
-      lost_ = false;
     }
   }
   if (!io_ && fail_fast_) {

@@ -111,8 +111,9 @@ Result<void> Supervisor::attach() {
   if (nr == 0) return make_error(ctrl_->where() + ": the controller granted no I/O queue", EIO);
   auto ios = connect_io_queues(*ctrl_, nr);
   if (!ios) return tl::unexpected(ios.error());
-  const uint16_t depth = std::min<uint16_t>({(*ios)[0]->queue().entries(), o_.queue_size,
-                                             static_cast<uint16_t>(kMaxQueueDepth)});
+  // As the Linux host sizes its tag sets: one entry fewer than the queue has (SQSIZE is 0-based).
+  const uint16_t entries = std::min((*ios)[0]->queue().entries(), o_.queue_size);
+  const uint16_t depth = std::min<uint16_t>(std::max<uint16_t>(entries, 2) - 1, kMaxQueueDepth);
 
   vol_.geometry = *geometry;
   vol_.queues = nr;
