@@ -16,12 +16,12 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <initializer_list>
 #include <map>
 #include <optional>
 #include <sstream>
 #include <thread>
 
+#include "config/yaml_diagnostics.h"
 #include "protocol/fabrics.h"
 #include "target/logging.h"
 
@@ -58,85 +58,13 @@ constexpr unsigned kMaxReactors = 1024;
 
 // --- small helpers ----------------------------------------------------------------------------------
 
-SourceLocation location_of(const YAML::Mark& m) {
-  if (m.line < 0 || m.column < 0) return {1, 1};  // yaml-cpp's null mark (an empty document)
-  return {m.line + 1, m.column + 1};
-}
-
-// Messages are one line: control characters from the file (a multi-line scalar) are escaped.
-void append_escaped(std::string& out, std::string_view s) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  for (char c : s) {
-    auto u = static_cast<unsigned char>(c);
-    if (c == '\n') {
-      out += "\\n";
-    } else if (c == '\t') {
-      out += "\\t";
-    } else if (u < 0x20 || u == 0x7f) {
-      out += "\\x";
-      out += kHex[u >> 4];
-      out += kHex[u & 15];
-    } else {
-      out += c;
-    }
-  }
-}
-
-std::string format_message(const std::string& file, SourceLocation at, std::string_view field,
-                           std::string_view problem) {
-  std::string out = file + ":" + std::to_string(at.line) + ":" + std::to_string(at.column) + ": ";
-  if (!field.empty()) {
-    append_escaped(out, field);
-    out += ": ";
-  }
-  append_escaped(out, problem);
-  return out;
-}
-
-// A value from the file as shown in a message: quoted, and cut short when it is long.
-std::string in_quotes(std::string_view s) {
-  constexpr std::size_t kMax = 80;
-  if (s.size() > kMax) return "'" + std::string(s.substr(0, kMax)) + "...'";
-  return "'" + std::string(s) + "'";
-}
-
-std::size_t edit_distance(std::string_view a, std::string_view b) {
-  std::vector<std::size_t> row(b.size() + 1);
-  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
-  for (std::size_t i = 1; i <= a.size(); ++i) {
-    std::size_t diagonal = row[0];
-    row[0] = i;
-    for (std::size_t j = 1; j <= b.size(); ++j) {
-      std::size_t above = row[j];
-      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0u : 1u)});
-      diagonal = above;
-    }
-  }
-  return row[b.size()];
-}
-
-std::string lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-  return out;
-}
-
-const char* node_kind(const YAML::Node& n) {
-  switch (n.Type()) {
-    case YAML::NodeType::Sequence:
-      return "list";
-    case YAML::NodeType::Map:
-      return "mapping";
-    case YAML::NodeType::Scalar:
-      return "scalar";
-    case YAML::NodeType::Null:
-      return "null";
-    case YAML::NodeType::Undefined:
-      break;
-  }
-  return "nothing";
-}
+// The message rules and key checks shared with the initiator's attach files (config/yaml_diagnostics.h).
+using config::Field;
+using config::format_message;
+using config::in_quotes;
+using config::location_of;
+using config::lower;
+using config::node_kind;
 
 // Parses an IPv4 or IPv6 literal into its family and 16 address bytes (IPv4 in the first 4).
 struct IpAddress {
@@ -260,155 +188,24 @@ std::optional<std::string> nqn_problem(std::string_view nqn) {
 
 // --- the parser ------------------------------------------------------------------------------------
 
-struct ParseFailure {  // thrown inside the parser only; parse_config() turns it into an Error
-  std::string message;
-};
+using config::Mapping;
 
-struct Field {
-  std::string path;  // "subsystems[0].nqn"
-  std::string name;  // "nqn"
-  YAML::Node value;
-  SourceLocation key_at;
-  SourceLocation value_at;  // the key's location when the value is null (yaml-cpp marks the next line)
-};
+// `backend: null` means the null backend; keys are matched against the known ones ignoring case.
+constexpr config::Dialect kDialect{.null_is_a_word = true, .suggest_ignoring_case = true};
 
-class Parser {
+class Parser : public config::Reader {
  public:
-  Parser(std::string file, std::string_view text) : file_(std::move(file)), text_(text) {}
+  Parser(std::string file, std::string_view text) : Reader(std::move(file), text, kDialect) {}
 
-  [[noreturn]] void fail(SourceLocation at, std::string_view field, std::string_view problem) const {
-    throw ParseFailure{format_message(file_, at, field, problem)};
-  }
   void warn(SourceLocation at, std::string_view field, std::string_view problem) {
-    warnings_.push_back(format_message(file_, at, field, problem));
+    warnings_.push_back(message(at, field, problem));
   }
   std::vector<std::string> take_warnings() { return std::move(warnings_); }
 
   TargetConfig parse();
 
  private:
-  // yaml-cpp turns a plain `null` (and `~`) into a null node; `backend: null` means the null backend.
-  // Looks at the source text under the node's mark to tell `key: null` from `key:` with no value.
-  bool written_null_word(const YAML::Node& n) const {
-    const YAML::Mark m = n.Mark();
-    if (!n.IsNull() || m.pos < 0 || static_cast<std::size_t>(m.pos) >= text_.size()) return false;
-    std::string_view at = text_.substr(static_cast<std::size_t>(m.pos));
-    for (std::string_view word : {"null", "Null", "NULL"}) {
-      if (at.substr(0, 4) != word) continue;
-      return at.size() == 4 || std::string_view(" \t\r\n,]}#").find(at[4]) != std::string_view::npos;
-    }
-    return false;
-  }
-  bool missing(const YAML::Node& n) const { return !n.IsDefined() || (n.IsNull() && !written_null_word(n)); }
-
-  // A mapping whose keys were checked against the known ones (no unknown, no duplicate key).
-  class Mapping {
-   public:
-    Mapping(const Parser& p, const YAML::Node& node, const std::string& path, SourceLocation at,
-            std::initializer_list<std::string_view> known)
-        : parser_(p), path_(path), at_(at) {
-      if (node.IsNull() || !node.IsDefined()) return;  // an empty section: all defaults
-      if (!node.IsMap()) {
-        p.fail(at, path, std::string("expected a mapping (key: value), got a ") + node_kind(node));
-      }
-      for (auto it = node.begin(); it != node.end(); ++it) {
-        const YAML::Node key = it->first;  // copies: the iterator hands out a temporary pair
-        const YAML::Node value = it->second;
-        SourceLocation key_at = location_of(key.Mark());
-        if (!key.IsScalar()) p.fail(key_at, path, "keys must be plain names");
-        std::string name = key.Scalar();
-        std::string shown_name = name.size() > 40 ? name.substr(0, 40) + "..." : name;
-        std::string field = path.empty() ? shown_name : path + "." + shown_name;
-        if (std::find(known.begin(), known.end(), name) == known.end()) {
-          p.fail(key_at, field, unknown_key_problem(name, known));
-        }
-        for (const Field& seen : fields_) {
-          if (seen.name == name) {
-            p.fail(key_at, field, "duplicate key (first at line " + std::to_string(seen.key_at.line) + ")");
-          }
-        }
-        SourceLocation value_at = p.missing(value) ? key_at : location_of(value.Mark());
-        fields_.push_back(Field{field, name, value, key_at, value_at});
-      }
-    }
-
-    const Field* find(std::string_view name) const {
-      for (const Field& f : fields_) {
-        if (f.name == name) return &f;
-      }
-      return nullptr;
-    }
-    const Field& require(std::string_view name, std::string_view what) const {
-      if (const Field* f = find(name)) return *f;
-      std::string field = path_.empty() ? std::string(name) : path_ + "." + std::string(name);
-      parser_.fail(at_, field, "missing (required: " + std::string(what) + ")");
-    }
-    SourceLocation at() const { return at_; }
-    const std::string& path() const { return path_; }
-
-   private:
-    static std::string unknown_key_problem(const std::string& name, std::initializer_list<std::string_view> known) {
-      std::string_view best;
-      std::size_t best_distance = std::string::npos;
-      for (std::string_view k : known) {
-        std::size_t d = edit_distance(lower(name), k);
-        if (d < best_distance) {
-          best_distance = d;
-          best = k;
-        }
-      }
-      if (best_distance <= std::max<std::size_t>(2, name.size() / 3)) {
-        return "unknown key (did you mean " + in_quotes(best) + "?)";
-      }
-      std::string list;
-      for (std::string_view k : known) list += (list.empty() ? "" : ", ") + std::string(k);
-      return "unknown key (expected one of: " + list + ")";
-    }
-
-    const Parser& parser_;
-    std::string path_;
-    SourceLocation at_;
-    std::vector<Field> fields_;
-  };
-
-  std::string scalar(const Field& f, std::string_view expected) const {
-    if (written_null_word(f.value)) return "null";
-    if (missing(f.value)) fail(f.key_at, f.path, "missing value (expected " + std::string(expected) + ")");
-    if (!f.value.IsScalar()) {
-      fail(f.value_at, f.path, "expected " + std::string(expected) + ", got a " + node_kind(f.value));
-    }
-    return f.value.Scalar();
-  }
-
-  std::string string_value(const Field& f) const {
-    std::string s = scalar(f, "a string");
-    if (s.empty()) fail(f.value_at, f.path, "must not be empty");
-    return s;
-  }
-
-  uint64_t integer(const Field& f, uint64_t min, uint64_t max) const {
-    std::string text = scalar(f, "an integer");
-    std::string_view digits = text;
-    int base = 10;
-    if (!digits.empty() && digits.front() == '-') {
-      fail(f.value_at, f.path, "must not be negative (got " + in_quotes(text) + ")");
-    }
-    if (digits.size() > 2 && digits[0] == '0' && (digits[1] == 'x' || digits[1] == 'X')) {
-      digits.remove_prefix(2);
-      base = 16;
-    }
-    uint64_t value = 0;
-    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), value, base);
-    if (digits.empty() || end != digits.data() + digits.size() || ec == std::errc::invalid_argument) {
-      fail(f.value_at, f.path, "expected an integer, got " + in_quotes(text));
-    }
-    if (ec == std::errc::result_out_of_range || value < min || value > max) {
-      fail(f.value_at, f.path,
-           (text.size() > 24 ? in_quotes(text) : text) + " is out of range (expected " + std::to_string(min) + ".." +
-               std::to_string(max) + ")");
-    }
-    return value;
-  }
+  uint64_t integer(const Field& f, uint64_t min, uint64_t max) const { return Reader::integer(f, min, max); }
 
   uint32_t integer32(const Field& f, uint32_t min, uint32_t max) const {
     return static_cast<uint32_t>(integer(f, min, max));
@@ -469,28 +266,16 @@ class Parser {
   void check_listeners(const TargetConfig& config, const Field& f) const;
   void check_namespaces_across_subsystems(const TargetConfig& config) const;
 
-  std::string file_;
-  std::string_view text_;
   std::vector<std::string> warnings_;
 };
 
 TargetConfig Parser::parse() {
-  YAML::Node root;
-  try {
-    root = YAML::Load(std::string(text_));
-  } catch (const YAML::Exception& e) {
-    fail(location_of(e.mark), "", "invalid YAML: " + e.msg);
-  }
-  if (root.IsNull()) fail({1, 1}, "", "the configuration is empty (at least `listeners` is required)");
-  if (!root.IsMap()) {
-    fail(location_of(root.Mark()), "",
-         std::string("expected a mapping of settings at the top level, got a ") + node_kind(root));
-  }
+  YAML::Node root = load_mapping("the configuration is empty (at least `listeners` is required)");
   Mapping top(*this, root, "", location_of(root.Mark()),
               {"listeners", "subsystems", "reactors", "log_level", "limits"});
 
   TargetConfig config;
-  config.source = file_;
+  config.source = file();
 
   const Field& listeners = top.require("listeners", "a list of listeners");
   auto listener_nodes = sequence(listeners);
@@ -553,14 +338,7 @@ ListenerConfig Parser::parse_listener(const YAML::Node& node, const std::string&
     l.transport = *type;
   }
   if (const Field* f = m.find("role")) {
-    std::string role = scalar(*f, "io or discovery");
-    if (role == "io") {
-      l.role = ListenerRole::io;
-    } else if (role == "discovery") {
-      l.role = ListenerRole::discovery;
-    } else {
-      fail(f->value_at, f->path, "unknown role " + in_quotes(role) + " (expected io or discovery)");
-    }
+    l.role = one_of<ListenerRole>(*f, "role", {{"io", ListenerRole::io}, {"discovery", ListenerRole::discovery}});
   }
   const Field& address = m.require("address", "an IPv4 or IPv6 address, 0.0.0.0 or :: for all");
   l.address = string_value(address);
@@ -691,16 +469,8 @@ NamespaceConfig Parser::parse_namespace(const YAML::Node& node, const std::strin
   ns.nsid_at = nsid.value_at;
 
   const Field& backend = m.require("backend", "file, ram or null");
-  std::string kind = scalar(backend, "file, ram or null");
-  if (kind == "file") {
-    ns.backend = BackendKind::file;
-  } else if (kind == "ram") {
-    ns.backend = BackendKind::ram;
-  } else if (kind == "null") {
-    ns.backend = BackendKind::null;
-  } else {
-    fail(backend.value_at, backend.path, "unknown backend " + in_quotes(kind) + " (expected file, ram or null)");
-  }
+  ns.backend = one_of<BackendKind>(
+      backend, "backend", {{"file", BackendKind::file}, {"ram", BackendKind::ram}, {"null", BackendKind::null}});
 
   const Field* path_field = m.find("path");
   if (ns.backend == BackendKind::file) {
@@ -968,13 +738,8 @@ Result<void> check_listener_port(const TargetConfig& config, const ListenerConfi
 
 Result<TargetConfig> parse_config(std::string_view yaml_text, const std::string& name_for_messages) {
   Parser parser(name_for_messages, yaml_text);
-  try {
-    return parser.parse();
-  } catch (const ParseFailure& failure) {
-    return make_error(failure.message, EINVAL);
-  } catch (const YAML::Exception& e) {  // a yaml-cpp surprise: still one line naming the file
-    return make_error(format_message(name_for_messages, location_of(e.mark), "", e.msg), EINVAL);
-  }
+  return config::catch_failures<Result<TargetConfig>>(
+      name_for_messages, [&] { return parser.parse(); }, [](const std::string& m) { return make_error(m, EINVAL); });
 }
 
 Result<TargetConfig> load_config(const std::string& path) {

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "config/source_location.h"
 #include "protocol/result.h"
 #include "transport/address.h"
 
@@ -33,10 +34,7 @@ namespace rdmablk::target {
 inline constexpr const char* kDefaultConfigPath = "/etc/rdmablk/target.yaml";
 
 // Where a value came from in the YAML file (1-based); line 0 = not from a file (a default).
-struct SourceLocation {
-  int line = 0;
-  int column = 0;
-};
+using SourceLocation = config::SourceLocation;
 
 enum class ListenerRole : uint8_t {
   io,         // the subsystems and the discovery controller; listed in the discovery log
