@@ -10,6 +10,18 @@
 
 namespace rdmablk::initiator::ublk {
 
+namespace {
+// A command for `dev_id` (not for one queue), with an optional in/out buffer.
+ublksrv_ctrl_cmd device_cmd(uint32_t dev_id, void* buffer = nullptr, std::size_t len = 0) {
+  ublksrv_ctrl_cmd cmd{};
+  cmd.dev_id = dev_id;
+  cmd.queue_id = UINT16_MAX;
+  cmd.addr = reinterpret_cast<uintptr_t>(buffer);
+  cmd.len = static_cast<uint16_t>(len);
+  return cmd;
+}
+}  // namespace
+
 std::string block_device_path(uint32_t dev_id) { return fmt::format("/dev/ublkb{}", dev_id); }
 std::string char_device_path(uint32_t dev_id) { return fmt::format("/dev/ublkc{}", dev_id); }
 
@@ -49,12 +61,7 @@ Result<std::unique_ptr<Control>> Control::open(const std::string& path) {
   c->ring_ready_ = true;
   // GET_FEATURES exists since 6.5 and only ioctl-encoded; an older driver refuses it: plain opcodes then.
   uint64_t features = 0;
-  ublksrv_ctrl_cmd cmd{};
-  cmd.dev_id = UINT32_MAX;
-  cmd.queue_id = UINT16_MAX;
-  cmd.addr = reinterpret_cast<uintptr_t>(&features);
-  cmd.len = sizeof(features);
-  auto got = c->run("GET_FEATURES", 0, UBLK_U_CMD_GET_FEATURES, cmd);
+  auto got = c->run("GET_FEATURES", 0, UBLK_U_CMD_GET_FEATURES, device_cmd(UINT32_MAX, &features, sizeof(features)));
   if (got) {
     c->features_ = features;
     c->ioctl_encode_ = (features & UBLK_F_CMD_IOCTL_ENCODE) != 0;
@@ -91,66 +98,41 @@ Result<int> Control::run(const char* what, unsigned legacy_op, unsigned encoded_
   return res;
 }
 
+Result<void> Control::run_void(const char* what, unsigned legacy_op, unsigned encoded_op, ublksrv_ctrl_cmd cmd) {
+  auto r = run(what, legacy_op, encoded_op, cmd);
+  if (!r) return tl::unexpected(r.error());
+  return {};
+}
+
 Result<ublksrv_ctrl_dev_info> Control::add_device(const ublksrv_ctrl_dev_info& want) {
   ublksrv_ctrl_dev_info info = want;
-  ublksrv_ctrl_cmd cmd{};
-  cmd.dev_id = want.dev_id;
-  cmd.queue_id = UINT16_MAX;
-  cmd.addr = reinterpret_cast<uintptr_t>(&info);
-  cmd.len = sizeof(info);
-  auto r = run("ADD_DEV", UBLK_CMD_ADD_DEV, UBLK_U_CMD_ADD_DEV, cmd);
+  auto r = run("ADD_DEV", UBLK_CMD_ADD_DEV, UBLK_U_CMD_ADD_DEV, device_cmd(want.dev_id, &info, sizeof(info)));
   if (!r) return tl::unexpected(r.error());
   return info;
 }
 
 Result<void> Control::set_params(uint32_t dev_id, ublk_params params) {
   params.len = sizeof(params);
-  ublksrv_ctrl_cmd cmd{};
-  cmd.dev_id = dev_id;
-  cmd.queue_id = UINT16_MAX;
-  cmd.addr = reinterpret_cast<uintptr_t>(&params);
-  cmd.len = sizeof(params);
-  auto r = run("SET_PARAMS", UBLK_CMD_SET_PARAMS, UBLK_U_CMD_SET_PARAMS, cmd);
-  if (!r) return tl::unexpected(r.error());
-  return {};
+  return run_void("SET_PARAMS", UBLK_CMD_SET_PARAMS, UBLK_U_CMD_SET_PARAMS, device_cmd(dev_id, &params, sizeof(params)));
 }
 
 Result<void> Control::start(uint32_t dev_id, pid_t server_pid) {
-  ublksrv_ctrl_cmd cmd{};
-  cmd.dev_id = dev_id;
-  cmd.queue_id = UINT16_MAX;
+  ublksrv_ctrl_cmd cmd = device_cmd(dev_id);
   cmd.data[0] = static_cast<uint64_t>(server_pid);
-  auto r = run("START_DEV", UBLK_CMD_START_DEV, UBLK_U_CMD_START_DEV, cmd);
-  if (!r) return tl::unexpected(r.error());
-  return {};
+  return run_void("START_DEV", UBLK_CMD_START_DEV, UBLK_U_CMD_START_DEV, cmd);
 }
 
 Result<void> Control::stop(uint32_t dev_id) {
-  ublksrv_ctrl_cmd cmd{};
-  cmd.dev_id = dev_id;
-  cmd.queue_id = UINT16_MAX;
-  auto r = run("STOP_DEV", UBLK_CMD_STOP_DEV, UBLK_U_CMD_STOP_DEV, cmd);
-  if (!r) return tl::unexpected(r.error());
-  return {};
+  return run_void("STOP_DEV", UBLK_CMD_STOP_DEV, UBLK_U_CMD_STOP_DEV, device_cmd(dev_id));
 }
 
 Result<void> Control::remove(uint32_t dev_id) {
-  ublksrv_ctrl_cmd cmd{};
-  cmd.dev_id = dev_id;
-  cmd.queue_id = UINT16_MAX;
-  auto r = run("DEL_DEV", UBLK_CMD_DEL_DEV, UBLK_U_CMD_DEL_DEV, cmd);
-  if (!r) return tl::unexpected(r.error());
-  return {};
+  return run_void("DEL_DEV", UBLK_CMD_DEL_DEV, UBLK_U_CMD_DEL_DEV, device_cmd(dev_id));
 }
 
 Result<ublksrv_ctrl_dev_info> Control::info(uint32_t dev_id) {
   ublksrv_ctrl_dev_info info{};
-  ublksrv_ctrl_cmd cmd{};
-  cmd.dev_id = dev_id;
-  cmd.queue_id = UINT16_MAX;
-  cmd.addr = reinterpret_cast<uintptr_t>(&info);
-  cmd.len = sizeof(info);
-  auto r = run("GET_DEV_INFO", UBLK_CMD_GET_DEV_INFO, UBLK_U_CMD_GET_DEV_INFO, cmd);
+  auto r = run("GET_DEV_INFO", UBLK_CMD_GET_DEV_INFO, UBLK_U_CMD_GET_DEV_INFO, device_cmd(dev_id, &info, sizeof(info)));
   if (!r) return tl::unexpected(r.error());
   return info;
 }

@@ -56,6 +56,7 @@ class Control {
   Control(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
   // Runs one control command; returns the CQE result (>= 0) or an error naming `what`.
   Result<int> run(const char* what, unsigned legacy_op, unsigned encoded_op, ublksrv_ctrl_cmd cmd);
+  Result<void> run_void(const char* what, unsigned legacy_op, unsigned encoded_op, ublksrv_ctrl_cmd cmd);
 
   int fd_ = -1;
   std::string path_;

@@ -80,47 +80,36 @@ Queue::~Queue() {
 
 // --- Supervisor side ----------------------------------------------------------------------------------
 
-void Queue::give_connection(std::unique_ptr<IoQueue> q) {
+template <typename Change>
+void Queue::post(Change&& change) {
   {
     std::lock_guard lock(mail_mutex_);
+    change();
+    mail_ = true;
+  }
+  uint64_t one = 1;
+  (void)!::write(mail_efd_, &one, sizeof(one));  // wakes the thread through the ring's poll on it
+}
+
+void Queue::give_connection(std::unique_ptr<IoQueue> q) {
+  post([&] {
     mail_queue_ = std::move(q);
     mail_drop_ = false;
     has_connection_ = true;  // the mailbox holds it already: it references the Controller
     lost_ = false;           // that loss is handled: do not count it against the new connection
-    mail_ = true;
-  }
-  uint64_t one = 1;
-  (void)!::write(mail_efd_, &one, sizeof(one));
+  });
 }
 
 void Queue::drop_connection() {
-  {
-    std::lock_guard lock(mail_mutex_);
-    mail_drop_ = true;
-    mail_ = true;
-  }
-  uint64_t one = 1;
-  (void)!::write(mail_efd_, &one, sizeof(one));
+  post([&] { mail_drop_ = true; });
 }
 
 void Queue::set_fail_fast(bool on) {
-  {
-    std::lock_guard lock(mail_mutex_);
-    mail_fail_fast_ = on;
-    mail_ = true;
-  }
-  uint64_t one = 1;
-  (void)!::write(mail_efd_, &one, sizeof(one));
+  post([&] { mail_fail_fast_ = on; });
 }
 
 void Queue::finish() {
-  {
-    std::lock_guard lock(mail_mutex_);
-    mail_finish_ = true;
-    mail_ = true;
-  }
-  uint64_t one = 1;
-  (void)!::write(mail_efd_, &one, sizeof(one));
+  post([&] { mail_finish_ = true; });
 }
 
 void Queue::notify_supervisor() noexcept {

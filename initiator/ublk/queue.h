@@ -85,6 +85,9 @@ class Queue {
   void on_lost(int error) noexcept;
   void take_mail() noexcept;
   void notify_supervisor() noexcept;
+  // Applies `change` to the mailbox under its lock, then wakes the thread.
+  template <typename Change>
+  void post(Change&& change);
   void arm_mail_poll() noexcept;
   bool idle() const noexcept;
   std::span<uint8_t> buffer(uint16_t tag) noexcept {
