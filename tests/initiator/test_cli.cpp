@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "initiator/cli.h"
+#include "initiator/cli_runner.h"
 #include "initiator/fake_target.h"
 
 using namespace rdmablk;
@@ -14,24 +15,14 @@ using namespace rdmablk::testing;
 
 namespace {
 
-struct Run {
-  int code;
-  std::string out;
-  std::string err;
-};
+using Run = CliRun;
 
 Run run(FakeTarget& t, std::vector<const char*> args, bool refuse = false) {
-  std::ostringstream out, err;
   CliEnv env;
   FakeConnector conn(&t);
   conn.refuse = refuse;
   env.connector = conn;
-  env.out = &out;
-  env.err = &err;
-  env.host_sources = {"/nonexistent/hostnqn", "/nonexistent/hostid"};
-  args.insert(args.begin(), "rdmablk");
-  int code = cli_main(static_cast<int>(args.size()), args.data(), env);
-  return {code, out.str(), err.str()};
+  return run_cli(env, std::move(args));
 }
 
 std::size_t lines(const std::string& s) { return static_cast<std::size_t>(std::count(s.begin(), s.end(), '\n')); }

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "initiator/cli.h"
+#include "initiator/cli_runner.h"
 #include "initiator/kernel_fabrics.h"
 
 using namespace rdmablk;
@@ -485,11 +486,7 @@ TEST(KernelFabricsDisconnect, UnwritableDeleteControllerIsAnError) {
 
 namespace {
 
-struct CliRun {
-  int code;
-  std::string out;
-  std::string err;
-};
+using rdmablk::testing::CliRun;
 
 // Records of ublk attachments go to a temporary RDMABLK_RUN_DIR for the duration of a test.
 class RunDir {
@@ -513,16 +510,10 @@ class RunDir {
 };
 
 CliRun run_cli(const FakeKernel& k, std::vector<const char*> args) {
-  std::ostringstream out, err;
   CliEnv env;
-  env.out = &out;
-  env.err = &err;
-  env.host_sources = {"/nonexistent/hostnqn", "/nonexistent/hostid", "/nonexistent/machine-id"};
   env.kernel_paths = k.paths;
   env.kernel_ns_timeout = std::chrono::milliseconds(2000);
-  args.insert(args.begin(), "rdmablk");
-  int code = cli_main(static_cast<int>(args.size()), args.data(), env);
-  return {code, out.str(), err.str()};
+  return rdmablk::testing::run_cli(env, std::move(args));
 }
 
 }  // namespace

@@ -6,7 +6,7 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "initiator/cli.h"
+#include "initiator/cli_runner.h"
 #include "initiator/ublk/control.h"
 #include "initiator/ublk/geometry.h"
 #include "initiator/ublk/reconnect.h"
@@ -177,22 +177,12 @@ TEST(UblkControl, MissingDriverSaysWhatToDo) {
 }
 
 namespace {
-struct CliRun {
-  int code;
-  std::string out, err;
-};
-CliRun cli(std::vector<const char*> args) {
-  std::ostringstream out, err;
+rdmablk::testing::CliRun cli(std::vector<const char*> args) {
   CliEnv env;
   env.connector = [](const transport::HostQueueOptions&) -> Result<std::unique_ptr<transport::HostQueue>> {
     return make_error("no network in this test", ECONNREFUSED);
   };
-  env.out = &out;
-  env.err = &err;
-  env.host_sources = {"/nonexistent/hostnqn", "/nonexistent/hostid"};
-  args.insert(args.begin(), "rdmablk");
-  int code = cli_main(static_cast<int>(args.size()), args.data(), env);
-  return {code, out.str(), err.str()};
+  return rdmablk::testing::run_cli(env, std::move(args));
 }
 }  // namespace
 
