@@ -729,12 +729,25 @@ void Controller::service() noexcept {
     }
   }
   auto now = std::chrono::steady_clock::now();
+  if (keep_alive_outstanding_ && now - keep_alive_sent_ >= std::chrono::milliseconds(opts_.kato_ms)) {
+    // A target that stopped answering (frozen, or a black-holed path with the TCP connection still up)
+    // must not hold the host forever: the Linux host gives up after one KATO too.
+    failed_ = true;
+    try {
+      failure_ = fmt::format("{}: Keep Alive unanswered for {} ms", where(), opts_.kato_ms);
+    } catch (...) {
+    }
+    return;
+  }
   if (keep_alive_outstanding_ || now < next_keep_alive_) return;
   keep_alive_cmd_ = HostCommand{};
   keep_alive_cmd_.sqe = protocol::make_keep_alive(0);
   keep_alive_cmd_.on_complete = &on_keep_alive;
   keep_alive_cmd_.context = this;
-  if (admin_->submit(keep_alive_cmd_).ok()) keep_alive_outstanding_ = true;
+  if (admin_->submit(keep_alive_cmd_).ok()) {
+    keep_alive_outstanding_ = true;
+    keep_alive_sent_ = now;
+  }
   next_keep_alive_ = now + std::chrono::milliseconds(opts_.kato_ms / 2);
 }
 

@@ -204,7 +204,8 @@ class Controller {
 
   // --- Keep-alive and liveness --------------------------------------------------------------------------
   // Call from the owning thread's poll loop: sends Keep Alive when KATO/2 has passed since the last one
-  // and reaps its completion without blocking. Cheap when nothing is due.
+  // and reaps its completion without blocking; marks the controller failed when one goes unanswered
+  // for a whole KATO. Cheap when nothing is due.
   void service() noexcept;
   bool failed() const noexcept { return failed_; }
   const std::string& failure() const noexcept { return failure_; }
@@ -245,6 +246,7 @@ class Controller {
   transport::HostCommand keep_alive_cmd_{};
   bool keep_alive_outstanding_ = false;
   std::chrono::steady_clock::time_point next_keep_alive_{};
+  std::chrono::steady_clock::time_point keep_alive_sent_{};
   std::unique_ptr<transport::HostQueue> admin_;
   uint16_t cntlid_ = 0;
   protocol::Cap cap_{};

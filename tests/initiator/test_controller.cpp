@@ -203,6 +203,24 @@ TEST(Controller, KeepAliveEveryHalfKato) {
   EXPECT_FALSE((*ctrl)->failed());
 }
 
+TEST(Controller, UnansweredKeepAliveFailsTheControllerAfterKato) {
+  FakeTarget t;
+  FakeConnector conn{&t};
+  conn.drop_opcode = 0x18;  // Keep Alive never answered (bring-up sends none)
+  auto o = test_options(t, conn);
+  o.kato_ms = 40;
+  auto ctrl = Controller::connect(o);
+  ASSERT_TRUE(ctrl) << ctrl.error().message;
+  const auto start = std::chrono::steady_clock::now();
+  while (!(*ctrl)->failed() && std::chrono::steady_clock::now() - start < 5s) {
+    (*ctrl)->service();
+    std::this_thread::sleep_for(1ms);
+  }
+  ASSERT_TRUE((*ctrl)->failed()) << "an unanswered Keep Alive never failed the controller";
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 40ms);  // not before a whole KATO
+  EXPECT_NE((*ctrl)->failure().find("Keep Alive unanswered for 40 ms"), std::string::npos) << (*ctrl)->failure();
+}
+
 TEST(Controller, ShutdownSetsShnAndWaitsForShst) {
   FakeTarget t;
   FakeConnector conn{&t};
