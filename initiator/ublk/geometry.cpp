@@ -1,6 +1,7 @@
 #include "initiator/ublk/geometry.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <bit>
@@ -31,7 +32,8 @@ Result<Geometry> geometry_for(const protocol::IdentifyController& ctrl, const Na
   if (max_transfer_bytes != 0) max_io = std::min(max_io, max_transfer_bytes);
   // NLB is 16 bits: at most 65536 blocks per command.
   max_io = static_cast<uint32_t>(std::min<uint64_t>(max_io, uint64_t{65536} * ns.block_size));
-  max_io -= max_io % 4096;  // whole pages: the driver copies page by page
+  const auto page = static_cast<uint32_t>(::sysconf(_SC_PAGESIZE));
+  max_io -= max_io % page;  // whole pages: the driver's buffer size is page-aligned
   if (max_io < ns.block_size) {
     return make_error(fmt::format("the controller's transfer limit ({} bytes) is below one block ({} bytes)",
                                   max_transfer_bytes, ns.block_size));

@@ -15,6 +15,7 @@ namespace {
 
 constexpr uint64_t kMailTag = ~uint64_t{0};  // user_data of the mailbox eventfd's poll
 constexpr uint8_t kMaxRetries = 4;          // transport errors on a live connection before -EIO
+constexpr std::chrono::seconds kIoTimeout{30};  // the Linux host's default nvme_core.io_timeout
 constexpr std::size_t kSector = 512;
 
 std::size_t page_round(std::size_t n) {
@@ -138,8 +139,7 @@ void Queue::take_mail() noexcept {
       auto dying = std::move(io_);
       dying.reset();
     }
-    has_connection_ = false;
-    notify_supervisor();
+    release_connection();
   }
   if (next) {
     io_ = std::move(next);
@@ -151,10 +151,23 @@ void Queue::take_mail() noexcept {
       for (auto& t : tags_) t.retries = 0;
     }
   }
-  if (!io_ && fail_fast_) {
-    for (uint16_t tag : held_) complete(tags_[tag], -EIO);
-    held_.clear();
+  fail_held_if_fast();
+}
+
+void Queue::release_connection() noexcept {
+  {
+    // Under the lock: a connection the supervisor posted meanwhile keeps the flag up (it references
+    // the new Controller, which must outlive it).
+    std::lock_guard lock(mail_mutex_);
+    has_connection_ = mail_queue_ != nullptr;
   }
+  notify_supervisor();
+}
+
+void Queue::fail_held_if_fast() noexcept {
+  if (io_ || !fail_fast_ || held_.empty()) return;
+  for (uint16_t tag : held_) complete(tags_[tag], -EIO);
+  held_.clear();
 }
 
 void Queue::queue_fetch(uint16_t tag, bool commit, int result) noexcept {
@@ -275,9 +288,14 @@ void Queue::start(Tag& t) noexcept {
   }
   if (st.ok()) {
     t.state = TagState::in_flight;
-  } else if (same_code(st, protocol::status::command_interrupted) ||
-             same_code(st, protocol::status::transient_transport_error)) {
-    hold(t);  // the queue is full (a completion frees a slot) or the connection just failed
+    t.sent = std::chrono::steady_clock::now();
+  } else if (same_code(st, protocol::status::command_interrupted)) {
+    hold(t);  // the queue is full: a completion frees a slot
+  } else if (same_code(st, protocol::status::transient_transport_error)) {
+    // The connection failed under submit() (an RDMA post error fails it right there, with nothing left
+    // outstanding for poll() to report): hold, and let the loop declare it lost.
+    hold(t);
+    submit_failed_ = true;
   } else {
     complete(t, errno_for_status(st));
   }
@@ -334,9 +352,24 @@ void Queue::on_lost(int error) noexcept {
   spdlog::warn("ublk queue {}: connection lost ({}); holding I/O until it is back", cfg_.q_id, std::strerror(error));
   auto dying = std::move(io_);  // io_ is null while closing: completions it fails are held, not resubmitted
   dying.reset();
-  has_connection_ = false;
   lost_ = true;
-  notify_supervisor();
+  release_connection();
+  fail_held_if_fast();
+}
+
+void Queue::check_timeouts() noexcept {
+  // Once a second at most: a command unanswered for kIoTimeout means a stalled connection (the admin
+  // queue's keep-alive may still be answered); drop it, hold what it had, and let the supervisor reconnect.
+  const auto now = std::chrono::steady_clock::now();
+  if (!io_ || io_->queue().outstanding() == 0 || now < next_timeout_check_) return;
+  next_timeout_check_ = now + std::chrono::seconds(1);
+  for (const auto& t : tags_) {
+    if (t.state == TagState::in_flight && now - t.sent > kIoTimeout) {
+      spdlog::warn("ublk queue {} tag {}: no answer in {} s", cfg_.q_id, t.tag, kIoTimeout.count());
+      on_lost(ETIMEDOUT);
+      return;
+    }
+  }
 }
 
 bool Queue::idle() const noexcept {
@@ -358,9 +391,18 @@ void Queue::run() noexcept {
     if (mail_.load()) take_mail();
     // After STOP_DEV the disk is gone and nothing can be in flight; tags the driver has not aborted yet
     // are cancelled when the ring closes.
-    if (finishing_ && idle()) break;
+    if (finishing_ && idle()) {
+      io_uring_submit(&ring_);  // commits queued by the last completions
+      break;
+    }
     reap_ring();
     submit_held();
+    if (submit_failed_) {
+      submit_failed_ = false;
+      if (io_) on_lost(ENOTCONN);
+    }
+    fail_held_if_fast();
+    check_timeouts();
     if (io_ && io_->queue().outstanding() > 0) {
       if (io_uring_sq_ready(&ring_) != 0) io_uring_submit(&ring_);  // commits before sleeping
       const bool ring_has_work = io_uring_cq_ready(&ring_) != 0;

@@ -15,6 +15,7 @@
 #include <liburing.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -72,6 +73,7 @@ class Queue {
     uint16_t tag = 0;
     TagState state = TagState::fetching;
     uint8_t retries = 0;  // transport errors on a live connection
+    std::chrono::steady_clock::time_point sent{};  // when it went on the wire (in_flight)
   };
 
   Queue(const QueueConfig& cfg, int supervisor_event_fd);
@@ -90,6 +92,9 @@ class Queue {
   void post(Change&& change);
   void arm_mail_poll() noexcept;
   bool idle() const noexcept;
+  void release_connection() noexcept;  // io_ is gone: tell the supervisor
+  void fail_held_if_fast() noexcept;   // no connection and fail-fast: held requests complete with -EIO
+  void check_timeouts() noexcept;
   std::span<uint8_t> buffer(uint16_t tag) noexcept {
     return {buffers_ + static_cast<std::size_t>(tag) * cfg_.geometry.max_io_bytes, cfg_.geometry.max_io_bytes};
   }
@@ -122,6 +127,8 @@ class Queue {
 
   bool fail_fast_ = false;
   bool finishing_ = false;
+  bool submit_failed_ = false;
+  std::chrono::steady_clock::time_point next_timeout_check_{};
   std::atomic<bool> has_connection_{false};
   std::atomic<bool> lost_{false};
   std::atomic<bool> finished_{false};

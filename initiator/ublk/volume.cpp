@@ -38,8 +38,12 @@ class Supervisor {
   Result<std::vector<std::unique_ptr<IoQueue>>> connect_io_queues(Controller& ctrl, uint16_t count);
   Result<void> reconnect();
   void begin_reconnect(const std::string& why);
-  void wait_queues_released();
-  bool all_finished() const;
+  bool wait_queues_released();  // false: a queue still holds an IoQueue after 30 s
+  bool any_finished() const;
+  bool stop_requested() const {
+    pollfd p{stop_fd_, POLLIN, 0};
+    return stop_fd_ >= 0 && ::poll(&p, 1, 0) > 0;
+  }
   void set_state(std::string_view s) {
     if (ev_.state) ev_.state(vol_, s);
   }
@@ -58,6 +62,8 @@ class Supervisor {
   bool added_ = false;
   bool started_ = false;
   bool failing_ = false;
+  int stop_fd_ = -1;
+  NamespaceInfo ns_at_attach_;
   bool torn_down_ = false;
 };
 
@@ -84,6 +90,7 @@ Result<std::vector<std::unique_ptr<IoQueue>>> Supervisor::connect_io_queues(Cont
   }
   std::vector<std::unique_ptr<IoQueue>> out;
   for (uint16_t q = 1; q <= count; ++q) {
+    if (stop_requested()) return make_error("stopping", ECANCELED);  // each connect may take seconds
     auto io = ctrl.connect_io_queue(q, o_.queue_size);
     if (!io) return tl::unexpected(io.error());
     out.push_back(std::move(*io));
@@ -105,6 +112,7 @@ Result<void> Supervisor::attach() {
   if (!ctrl) return tl::unexpected(ctrl.error());
   ctrl_ = std::move(*ctrl);
   const NamespaceInfo& ns = *ctrl_->find_namespace(o_.nsid);
+  ns_at_attach_ = ns;
   auto geometry = geometry_for(ctrl_->identity(), ns, ctrl_->max_transfer_bytes());
   if (!geometry) return make_error(ctrl_->where() + ": " + geometry.error().message, EINVAL);
   const auto nr = std::min<uint16_t>(want, ctrl_->granted_io_queues());
@@ -115,9 +123,6 @@ Result<void> Supervisor::attach() {
   const uint16_t entries = std::min((*ios)[0]->queue().entries(), o_.queue_size);
   const uint16_t depth = std::min<uint16_t>(std::max<uint16_t>(entries, 2) - 1, kMaxQueueDepth);
 
-  vol_.geometry = *geometry;
-  vol_.queues = nr;
-  vol_.depth = depth;
   vol_.where = ctrl_->where();
 
   ublksrv_ctrl_dev_info want_info{};
@@ -131,6 +136,22 @@ Result<void> Supervisor::attach() {
   added_ = true;
   vol_.dev_id = info->dev_id;
   vol_.device = block_device_path(info->dev_id);
+  // The driver may grant less than asked: queues (at most one per CPU), depth, buffer size (pages).
+  if (info->nr_hw_queues == 0 || info->nr_hw_queues > nr || info->queue_depth == 0 || info->queue_depth > depth ||
+      info->max_io_buf_bytes < geometry->block_size || info->max_io_buf_bytes > geometry->max_io_bytes) {
+    return make_error(fmt::format("ublk ADD_DEV granted {} queue(s) x {}, {} byte buffers for {} x {}, {} bytes",
+                                  info->nr_hw_queues, info->queue_depth, info->max_io_buf_bytes, nr, depth,
+                                  geometry->max_io_bytes),
+                      EINVAL);
+  }
+  if (info->nr_hw_queues < nr) {
+    spdlog::info("{}: the driver grants {} queue(s) of the {} asked for", vol_.device, info->nr_hw_queues, nr);
+  }
+  ios->resize(info->nr_hw_queues);  // the surplus I/O queues disconnect here
+  vol_.queues = info->nr_hw_queues;
+  vol_.depth = info->queue_depth;
+  geometry->max_io_bytes = info->max_io_buf_bytes;
+  vol_.geometry = *geometry;
   if (auto r = control_->set_params(vol_.dev_id, params_for(*geometry)); !r) return r;
 
   // devtmpfs creates the node with the device; udev may still be renaming permissions: retry briefly.
@@ -142,11 +163,11 @@ Result<void> Supervisor::attach() {
   }
   if (cdev_fd_ < 0) return make_error(fmt::format("cannot open {}: {}", cdev, std::strerror(errno)), errno);
 
-  for (uint16_t q = 0; q < nr; ++q) {
+  for (uint16_t q = 0; q < vol_.queues; ++q) {
     QueueConfig qc;
     qc.dev_id = vol_.dev_id;
     qc.q_id = q;
-    qc.depth = depth;
+    qc.depth = vol_.depth;
     qc.cdev_fd = cdev_fd_;
     qc.ioctl_encoded = control_->ioctl_encoded();
     qc.nsid = o_.nsid;
@@ -157,10 +178,14 @@ Result<void> Supervisor::attach() {
     queues_.push_back(std::move(*queue));
   }
   for (auto& q : queues_) threads_.emplace_back([p = q.get()] { p->run(); });
+  // START_DEV adds the disk, which reads the partition table through the queues while this thread
+  // waits: nobody could reconnect meanwhile, so a connection lost now fails those reads, not hangs them.
+  for (auto& q : queues_) q->set_fail_fast(true);
   if (auto r = control_->start(vol_.dev_id, ::getpid()); !r) return r;
   started_ = true;
+  for (auto& q : queues_) q->set_fail_fast(false);
   spdlog::info("{}: namespace {} attached as {} ({} bytes, {}-byte blocks, {} queue(s) x {}, max I/O {} KiB{}{}{})",
-               vol_.where, o_.nsid, vol_.device, geometry->size_bytes, geometry->block_size, nr, depth,
+               vol_.where, o_.nsid, vol_.device, geometry->size_bytes, geometry->block_size, vol_.queues, vol_.depth,
                geometry->max_io_bytes / 1024, geometry->volatile_cache ? ", flush" : "",
                geometry->discard ? ", discard" : "", geometry->write_zeroes ? ", write zeroes" : "");
   if (ev_.ready) ev_.ready(vol_);
@@ -168,24 +193,25 @@ Result<void> Supervisor::attach() {
   return {};
 }
 
-bool Supervisor::all_finished() const {
-  return std::all_of(queues_.begin(), queues_.end(), [](const auto& q) { return q->finished(); });
+bool Supervisor::any_finished() const {
+  return std::any_of(queues_.begin(), queues_.end(), [](const auto& q) { return q->finished(); });
 }
 
-void Supervisor::wait_queues_released() {
+bool Supervisor::wait_queues_released() {
   // The queue threads answer their mailbox within one loop turn; a stuck one would hang the
   // reconnection, so this is bounded and loud.
   const auto deadline = Clock::now() + std::chrono::seconds(30);
   while (std::any_of(queues_.begin(), queues_.end(), [](const auto& q) { return q->has_connection() && !q->finished(); })) {
     if (Clock::now() > deadline) {
       spdlog::error("{}: a ublk queue did not release its connection in 30 s", vol_.device);
-      return;
+      return false;
     }
     pollfd p{efd_, POLLIN, 0};
     (void)::poll(&p, 1, 100);
     uint64_t v = 0;
     (void)!::read(efd_, &v, sizeof(v));
   }
+  return true;
 }
 
 void Supervisor::begin_reconnect(const std::string& why) {
@@ -193,7 +219,9 @@ void Supervisor::begin_reconnect(const std::string& why) {
                o_.ctrl_loss_tmo.count() >= 0 ? fmt::format(" (up to {} s, then it fails)", o_.ctrl_loss_tmo.count())
                                               : std::string());
   for (auto& q : queues_) q->drop_connection();
-  wait_queues_released();
+  if (!wait_queues_released()) {
+    (void)ctrl_.release();  // a queue may still use it: leaking it is the safe choice
+  }
   ctrl_.reset();
   policy_.lost(Clock::now());
   set_state("reconnecting");
@@ -208,6 +236,19 @@ Result<void> Supervisor::reconnect() {
                                   vol_.geometry.block_size),
                       EINVAL);
   }
+  const NamespaceInfo& before = ns_at_attach_;
+  if (ns.nguid != before.nguid || ns.eui64 != before.eui64 || ns.uuid != before.uuid) {
+    return make_error(fmt::format("namespace {} has other identifiers (NGUID/EUI64/UUID) than when it was "
+                                  "attached: not the same volume",
+                                  o_.nsid),
+                      EINVAL);
+  }
+  const uint32_t limit = (*ctrl)->max_transfer_bytes();
+  if (limit != 0 && limit < vol_.geometry.max_io_bytes) {
+    return make_error(fmt::format("the controller now takes at most {} bytes per command, the device sends up to {}",
+                                  limit, vol_.geometry.max_io_bytes),
+                      EINVAL);
+  }
   if (ns.size_blocks * ns.block_size != vol_.geometry.size_bytes) {
     spdlog::warn("{}: namespace {} changed size ({} -> {} bytes); the device keeps its size", vol_.device, o_.nsid,
                  vol_.geometry.size_bytes, ns.size_blocks * ns.block_size);
@@ -220,6 +261,7 @@ Result<void> Supervisor::reconnect() {
 }
 
 void Supervisor::supervise(int stop_fd) {
+  stop_fd_ = stop_fd;
   for (;;) {
     auto now = Clock::now();
     int timeout_ms = 1000;  // keep-alive granularity (KATO is seconds)
@@ -242,8 +284,10 @@ void Supervisor::supervise(int stop_fd) {
     }
     uint64_t v = 0;
     (void)!::read(efd_, &v, sizeof(v));
-    if (all_finished()) {
-      spdlog::warn("{}: the device was stopped from outside: cleaning up", vol_.device);
+    if (any_finished()) {
+      // Stopped from outside (STOP_DEV by another tool), or the driver refused a queue's commands: a
+      // device with a dead queue would hang the I/O mapped to it. Remove it.
+      spdlog::warn("{}: a queue ended (device stopped from outside?): removing the device", vol_.device);
       return;
     }
     now = Clock::now();
@@ -285,10 +329,10 @@ void Supervisor::supervise(int stop_fd) {
 void Supervisor::teardown() noexcept {
   if (torn_down_) return;
   torn_down_ = true;
-  if (policy_.down() || !ctrl_) {
-    // Nothing to send held I/O to: fail it, or STOP_DEV would wait for it forever.
-    for (auto& q : queues_) q->set_fail_fast(true);
-  }
+  // STOP_DEV waits for every request (and writes back the disk's cache first) while this thread cannot
+  // reconnect: a connection lost now, or already, must fail held I/O rather than hang the detach.
+  // Live connections keep serving.
+  for (auto& q : queues_) q->set_fail_fast(true);
   if (started_) {
     if (auto r = control_->stop(vol_.dev_id); !r) spdlog::error("{}: {}", vol_.device, r.error().message);
   }
@@ -299,6 +343,8 @@ void Supervisor::teardown() noexcept {
   if (cdev_fd_ >= 0) ::close(cdev_fd_);
   cdev_fd_ = -1;
   if (added_) {
+    // DEL_DEV waits until nobody has the block device open (a mounted filesystem, say).
+    spdlog::info("{}: removing the device (waits until it is no longer open)", vol_.device);
     if (auto r = control_->remove(vol_.dev_id); !r) spdlog::error("{}: {}", vol_.device, r.error().message);
   }
   if (ctrl_) (void)ctrl_->shutdown(std::chrono::milliseconds(2000));
