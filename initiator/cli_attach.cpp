@@ -162,11 +162,16 @@ AttachmentRecord record_for(const AttachConfig& c, const ublk::AttachedVolume& v
 
 // The ublk path; runs in the process that will serve the device. `ready_fd`: the parent's pipe, or -1.
 int serve_userspace(const AttachConfig& c, const CliEnv& env, int ready_fd, bool foreground) {
+  // A failure before the device is up: told to the waiting parent (which prints it), else printed here.
+  auto fail = [&](const std::string& message, int code) {
+    if (ready_fd >= 0) {
+      tell_parent(ready_fd, 'E', message);
+      return code;
+    }
+    return report_error(env, message, code);
+  };
   auto host = resolve_host_identity(c.hostnqn, c.hostid, env.host_sources);
-  if (!host) {
-    tell_parent(ready_fd, 'E', host.error().message);
-    return report_error(env, host.error().message, 2);
-  }
+  if (!host) return fail(host.error().message, 2);
   ublk::AttachOptions o;
   o.controller.address = c.address;
   o.controller.subnqn = c.subnqn;
@@ -180,9 +185,12 @@ int serve_userspace(const AttachConfig& c, const CliEnv& env, int ready_fd, bool
   o.reconnect_delay = std::chrono::seconds(c.reconnect_delay_s);
   if (const char* p = std::getenv("RDMABLK_UBLK_CONTROL")) o.control_path = p;  // tests: a missing driver
 
+  // A server must not die writing to a reader that went away (the parent interrupted while waiting, a
+  // restarted journald): that would leave a device without its server.
+  ::signal(SIGPIPE, SIG_IGN);
   sigset_t previous_mask;
   int stop_fd = block_stop_signals(previous_mask);
-  if (stop_fd < 0) return report_error(env, fmt::format("signalfd: {}", std::strerror(errno)));
+  if (stop_fd < 0) return fail(fmt::format("signalfd: {}", std::strerror(errno)), 1);
   int registered = -1;
   ublk::VolumeEvents ev;
   ev.ready = [&](const ublk::AttachedVolume& v) {
@@ -211,10 +219,7 @@ int serve_userspace(const AttachConfig& c, const CliEnv& env, int ready_fd, bool
   auto r = ublk::serve_volume(o, stop_fd, ev);
   release_stop_signals(stop_fd, previous_mask);
   if (registered >= 0) remove_attachment(registered);
-  if (!r) {
-    tell_parent(ready_fd, 'E', r.error().message);
-    return report_error(env, r.error().message);
-  }
+  if (!r) return fail(r.error().message, 1);
   sd_notify(0, "STOPPING=1");
   spdlog::info("detached");
   return 0;
@@ -305,6 +310,15 @@ int run_attach(const AttachFlags& f, const CLI::App& app, const CliEnv& env) {
   return report_error(env, "the attach process ended before the device was ready (see the system log)");
 }
 
+bool is_rdmablk_process(pid_t pid) {
+  char comm[64] = {};
+  int fd = ::open(fmt::format("/proc/{}/comm", pid).c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  ssize_t n = ::read(fd, comm, sizeof(comm) - 1);
+  ::close(fd);
+  return n > 0 && std::string_view(comm, static_cast<std::size_t>(n)) == "rdmablk\n";
+}
+
 // No registry record (another tool's run dir, or a crash): the ublk driver knows the server's pid.
 Result<std::string> detach_without_record(const std::string& target, std::chrono::seconds timeout) {
   auto id = ublk::parse_block_device(target);
@@ -315,6 +329,12 @@ Result<std::string> detach_without_record(const std::string& target, std::chrono
   if (!info) return make_error(fmt::format("{}: {}", target, info.error().message), info.error().errno_value);
   const std::string dev = ublk::block_device_path(*id);
   if (info->ublksrv_pid > 0 && process_alive(info->ublksrv_pid)) {
+    // The driver keeps the pid of a server that died: it may name another process by now.
+    if (!is_rdmablk_process(info->ublksrv_pid)) {
+      return make_error(fmt::format("{} is served by pid {}, which is not an rdmablk process: not signalling it",
+                                    dev, info->ublksrv_pid),
+                        EPERM);
+    }
     AttachmentRecord r;
     r.device = dev;
     r.dev_id = static_cast<int>(*id);
