@@ -134,24 +134,20 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const TargetConfig& config, const 
     s.threads.emplace_back([reactor] { reactor->run(); });
   }
 
-  std::vector<transport::tcp::TcpReactorSlot> tcp_slots;
-  std::vector<transport::rdma::RdmaReactorSlot> rdma_slots;
-  for (std::size_t i = 0; i < s.reactors.size(); ++i) {
-    tcp_slots.push_back({s.reactors[i].get(), s.pools[i].get()});
-    rdma_slots.push_back({s.reactors[i].get(), s.pools[i].get()});
-  }
+  std::vector<transport::ReactorSlot> slots;
+  for (std::size_t i = 0; i < s.reactors.size(); ++i) slots.push_back({s.reactors[i].get(), s.pools[i].get()});
   for (const auto& l : config.listeners) {
     const std::string where = config.source + ":" + std::to_string(l.at.line) + ":" + std::to_string(l.at.column);
     transport::TransportAddress address{l.transport, l.address, l.port};
     const transport::TransportAddress* bound = nullptr;
     if (l.transport == transport::TransportType::tcp) {
-      auto listener = transport::tcp::TcpListener::create(address, tcp_slots, *s.core, tcp_options(config.limits));
+      auto listener = transport::tcp::TcpListener::create(address, slots, *s.core, tcp_options(config.limits));
       if (!listener) return make_error(where + ": listeners: " + listener.error().message);
       bound = &(*listener)->address();
       s.tcp_listeners.push_back(std::move(*listener));
     } else {
       auto listener =
-          transport::rdma::RdmaListener::create(address, rdma_slots, *s.core, rdma_options(config.limits));
+          transport::rdma::RdmaListener::create(address, slots, *s.core, rdma_options(config.limits));
       if (!listener) return make_error(where + ": listeners: " + listener.error().message);
       bound = &(*listener)->address();
       s.rdma_listeners.push_back(std::move(*listener));

@@ -91,4 +91,13 @@ class Reactor {
   std::unique_ptr<Impl> impl_;
 };
 
+class BufferPool;
+
+// Where a connection lives: the reactor thread that drives it and that reactor's buffer pool. Listeners of
+// every transport spread their connections over a list of these.
+struct ReactorSlot {
+  Reactor* reactor = nullptr;
+  BufferPool* pool = nullptr;
+};
+
 }  // namespace rdmablk::transport

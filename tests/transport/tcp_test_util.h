@@ -27,6 +27,7 @@
 #include "transport/reactor.h"
 #include "transport/target_queue.h"
 #include "transport/tcp/tcp_target.h"
+#include "reactor_set.h"
 
 namespace tcptest {
 
@@ -121,38 +122,24 @@ bool wait_until(Pred pred, std::chrono::milliseconds limit = 3000ms) {
 
 // N reactors on threads, each with a pool, and a listener on 127.0.0.1:0.
 struct TargetFixture {
-  struct R {
-    std::unique_ptr<Reactor> reactor;
-    std::unique_ptr<BufferPool> pool;
-    std::thread thread;
-  };
-  std::vector<R> reactors;
+  ReactorSet reactors;
   RamHandler handler;
   std::unique_ptr<tcp::TcpListener> listener;
 
-  explicit TargetFixture(tcp::TcpTargetOptions opts = {}, unsigned nreactors = 1, BufferPoolOptions popts = {}) {
+  static BufferPoolOptions test_pool(BufferPoolOptions popts) {
     if (popts.small_count == BufferPoolOptions{}.small_count) {
       popts.small_count = 64;
       popts.large_count = 8;
     }
-    std::vector<tcp::TcpReactorSlot> slots;
-    for (unsigned i = 0; i < nreactors; ++i) {
-      R r;
-      ReactorOptions ro;
-      ro.name = "tcp-test-" + std::to_string(i);
-      r.reactor = std::move(*Reactor::create(ro));
-      r.pool = std::move(*BufferPool::create(popts));
-      slots.push_back({r.reactor.get(), r.pool.get()});
-      reactors.push_back(std::move(r));
-    }
-    for (auto& r : reactors) {
-      Reactor* re = r.reactor.get();
-      r.thread = std::thread([re] { re->run(); });
-    }
+    return popts;
+  }
+
+  explicit TargetFixture(tcp::TcpTargetOptions opts = {}, unsigned nreactors = 1, BufferPoolOptions popts = {})
+      : reactors(nreactors, test_pool(popts), "tcp-test") {
     TransportAddress a;
     a.traddr = "127.0.0.1";
     a.trsvcid = 0;
-    auto l = tcp::TcpListener::create(a, slots, handler, opts);
+    auto l = tcp::TcpListener::create(a, reactors.slots(), handler, opts);
     EXPECT_TRUE(l) << (l ? "" : l.error().message);
     if (l) listener = std::move(*l);
   }
@@ -162,10 +149,7 @@ struct TargetFixture {
         << tcp::live_tcp_target_connections() << " connections still alive";
     listener.reset();
     std::this_thread::sleep_for(30ms);
-    for (auto& r : reactors) {
-      r.reactor->stop();
-      r.thread.join();
-    }
+    reactors.stop();
   }
   uint16_t port() const { return listener->address().trsvcid; }
 

@@ -29,39 +29,25 @@ const char* rdma_addr() {
   } while (0)
 
 struct RdmaFixture {
-  struct R {
-    std::unique_ptr<Reactor> reactor;
-    std::unique_ptr<BufferPool> pool;
-    std::thread thread;
-  };
-  std::vector<R> reactors;
+  ReactorSet reactors;
   RamHandler handler;
   std::unique_ptr<rd::RdmaListener> listener;
 
-  explicit RdmaFixture(rd::RdmaTargetOptions opts = {}, unsigned nreactors = 2, BufferPoolOptions popts = {}) {
+  static BufferPoolOptions test_pool(BufferPoolOptions popts) {
     if (popts.small_count == BufferPoolOptions{}.small_count) {
       popts.small_count = 64;
       popts.large_count = 16;
     }
-    std::vector<rd::RdmaReactorSlot> slots;
-    for (unsigned i = 0; i < nreactors; ++i) {
-      R r;
-      ReactorOptions ro;
-      ro.name = "rdma-test-" + std::to_string(i);
-      r.reactor = std::move(*Reactor::create(ro));
-      r.pool = std::move(*BufferPool::create(popts));
-      slots.push_back({r.reactor.get(), r.pool.get()});
-      reactors.push_back(std::move(r));
-    }
-    for (auto& r : reactors) {
-      Reactor* re = r.reactor.get();
-      r.thread = std::thread([re] { re->run(); });
-    }
+    return popts;
+  }
+
+  explicit RdmaFixture(rd::RdmaTargetOptions opts = {}, unsigned nreactors = 2, BufferPoolOptions popts = {})
+      : reactors(nreactors, test_pool(popts), "rdma-test") {
     TransportAddress a;
     a.type = TransportType::rdma;
     a.traddr = rdma_addr();
     a.trsvcid = 0;
-    auto l = rd::RdmaListener::create(a, slots, handler, opts);
+    auto l = rd::RdmaListener::create(a, reactors.slots(), handler, opts);
     EXPECT_TRUE(l) << (l ? "" : l.error().message);
     if (l) listener = std::move(*l);
   }
@@ -71,10 +57,7 @@ struct RdmaFixture {
     listener.reset();
     EXPECT_TRUE(wait_until([] { return rd::live_rdma_reactor_contexts() == 0; }, 10s))
         << rd::live_rdma_reactor_contexts() << " reactor contexts still alive";
-    for (auto& r : reactors) {
-      r.reactor->stop();
-      r.thread.join();
-    }
+    reactors.stop();
   }
   uint16_t port() const { return listener->address().trsvcid; }
 

@@ -265,7 +265,7 @@ TEST(TcpHostConnect, RdmaWithoutAPeerAndRefusedPortFailWithTheAddress) {
 
 TEST(TcpListener, PortInUseIsReportedAtCreate) {
   TargetFixture f;
-  std::vector<tcp::TcpReactorSlot> slots{{f.reactors[0].reactor.get(), f.reactors[0].pool.get()}};
+  std::vector<ReactorSlot> slots{{f.reactors[0].reactor.get(), f.reactors[0].pool.get()}};
   TransportAddress a;
   a.traddr = "127.0.0.1";
   a.trsvcid = f.port();

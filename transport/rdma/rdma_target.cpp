@@ -465,7 +465,7 @@ void ReactorRdma::maybe_delete() noexcept {
 // ---- listener -------------------------------------------------------------------------------------------
 
 struct RdmaListener::Impl {
-  std::vector<RdmaReactorSlot> reactors;
+  std::vector<ReactorSlot> reactors;
   TargetQueueHandler* handler = nullptr;
   RdmaTargetOptions opts;
   rdma_event_channel* ch = nullptr;
@@ -559,7 +559,7 @@ struct RdmaListener::Impl {
     // In our point of view: initiator_depth = READs the host lets us issue (its responder resources).
     auto sizing = size_queue(*req, peer_ord, peer_ird, *dl, opts);
     if (!sizing) return refuse(cid, peer, sizing.error());
-    const RdmaReactorSlot where_to = reactors[next++ % reactors.size()];
+    const ReactorSlot where_to = reactors[next++ % reactors.size()];
     TargetQueueHandler* h = handler;
     const RdmaTargetOptions o = opts;
     const QueueSizing s = *sizing;
@@ -580,7 +580,7 @@ struct RdmaListener::Impl {
     rdma_destroy_id(cid);
   }
 
-  static void accept_on_reactor(rdma_cm_id* cid, RdmaReactorSlot where_to, TargetQueueHandler& handler,
+  static void accept_on_reactor(rdma_cm_id* cid, ReactorSlot where_to, TargetQueueHandler& handler,
                                 const RdmaTargetOptions& opts, const QueueSizing& sizing,
                                 const std::string& peer) noexcept {
     auto rr = acquire_context(where_to.reactor, where_to.pool);
@@ -655,7 +655,7 @@ struct RdmaListener::Impl {
 };
 
 Result<std::unique_ptr<RdmaListener>> RdmaListener::create(const TransportAddress& address,
-                                                          std::vector<RdmaReactorSlot> reactors,
+                                                          std::vector<ReactorSlot> reactors,
                                                           TargetQueueHandler& handler, const RdmaTargetOptions& opts) {
   if (reactors.empty()) return make_error("RDMA listener needs at least one reactor", EINVAL);
   for (const auto& r : reactors) {

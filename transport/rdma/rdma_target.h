@@ -31,17 +31,12 @@
 namespace rdmablk::transport::rdma {
 
 // A reactor a listener may place queues on, with the reactor's buffer pool.
-struct RdmaReactorSlot {
-  Reactor* reactor = nullptr;
-  BufferPool* pool = nullptr;
-};
-
 class RdmaListener {
  public:
   // Creates the event channel and the cm_id, binds (RDMA_PS_TCP) and listens now, so an address without
   // an RDMA device or a port in use is reported to the caller (port 0 picks one: see address()).
   static Result<std::unique_ptr<RdmaListener>> create(const TransportAddress& address,
-                                                      std::vector<RdmaReactorSlot> reactors,
+                                                      std::vector<ReactorSlot> reactors,
                                                       TargetQueueHandler& handler,
                                                       const RdmaTargetOptions& opts = {});
   ~RdmaListener();  // stop()

@@ -73,7 +73,7 @@ struct Slot {
 
 class TcpTargetConnection final : public TargetQueue {
  public:
-  TcpTargetConnection(int fd, const TcpReactorSlot& where, TargetQueueHandler& handler, const TcpTargetOptions& opts)
+  TcpTargetConnection(int fd, const ReactorSlot& where, TargetQueueHandler& handler, const TcpTargetOptions& opts)
       : reactor_(*where.reactor),
         pool_(*where.pool),
         handler_(handler),
@@ -871,7 +871,7 @@ struct TcpListener::Acceptor {
     IoOp op;
     Acceptor* self;
   };
-  std::vector<TcpReactorSlot> reactors;
+  std::vector<ReactorSlot> reactors;
   TargetQueueHandler* handler = nullptr;
   TcpTargetOptions opts;
   int fd = -1;
@@ -931,7 +931,7 @@ struct TcpListener::Acceptor {
   void hand_off(int cfd) noexcept {
     int one = 1;
     ::setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    const TcpReactorSlot where = reactors[next++ % reactors.size()];
+    const ReactorSlot where = reactors[next++ % reactors.size()];
     TargetQueueHandler* h = handler;
     const TcpTargetOptions o = opts;
     try {
@@ -958,7 +958,7 @@ struct TcpListener::Acceptor {
 };
 
 Result<std::unique_ptr<TcpListener>> TcpListener::create(const TransportAddress& address,
-                                                        std::vector<TcpReactorSlot> reactors,
+                                                        std::vector<ReactorSlot> reactors,
                                                         TargetQueueHandler& handler, const TcpTargetOptions& opts) {
   if (reactors.empty()) return make_error("TCP listener needs at least one reactor", EINVAL);
   for (const auto& r : reactors) {

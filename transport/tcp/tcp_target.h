@@ -46,18 +46,13 @@ struct TcpTargetOptions {
 };
 
 // A reactor a listener may place connections on, with the reactor's buffer pool.
-struct TcpReactorSlot {
-  Reactor* reactor = nullptr;
-  BufferPool* pool = nullptr;
-};
-
 class TcpListener {
  public:
   // Binds and listens now (SO_REUSEADDR; port 0 picks one, see address()), so a port in use is reported
   // to the caller. Accepting starts on reactors[0] (io_uring multishot accept when the kernel has it, else
   // single shot re-armed); each connection goes to the next reactor round robin, by post().
   static Result<std::unique_ptr<TcpListener>> create(const TransportAddress& address,
-                                                     std::vector<TcpReactorSlot> reactors,
+                                                     std::vector<ReactorSlot> reactors,
                                                      TargetQueueHandler& handler, const TcpTargetOptions& opts = {});
   ~TcpListener();  // stop()
   TcpListener(const TcpListener&) = delete;
