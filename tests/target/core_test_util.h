@@ -278,6 +278,16 @@ inline TargetConfig test_config() {
   return c;
 }
 
+// test_config() plus sub1 nsid 5: a 4 MiB file namespace (512 B blocks) at `path`.
+inline TargetConfig test_config_with_file_ns(const std::string& path, bool direct) {
+  auto c = test_config();
+  NamespaceConfig ns = ram_ns(kSub1, 5, 4 << 20, 512, false, BackendKind::file);
+  ns.path = path;
+  ns.direct = direct;
+  c.subsystems[0].namespaces.push_back(ns);
+  return c;
+}
+
 template <typename T>
 p::Sqe sqe_of(const T& cmd) {
   return p::to_sqe(cmd);

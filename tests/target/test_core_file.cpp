@@ -19,18 +19,7 @@ class CoreFile : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
   TargetConfig file_config(bool direct) {
-    auto c = test_config();
-    NamespaceConfig ns;
-    ns.nsid = 5;
-    ns.backend = BackendKind::file;
-    ns.path = (dir_ / "ns5.img").string();
-    ns.size = 4 << 20;
-    ns.block_size = 512;
-    ns.direct = direct;
-    ns.uuid = derive_uuid(kSub1, 5);
-    ns.nguid = derive_nguid(kSub1, 5);
-    c.subsystems[0].namespaces.push_back(ns);
-    return c;
+    return test_config_with_file_ns((dir_ / "ns5.img").string(), direct);
   }
   fs::path dir_;
 };

@@ -132,18 +132,7 @@ class CoreWakeup : public ::testing::Test {
   }
 
   TargetConfig file_config() {
-    auto c = test_config();
-    NamespaceConfig ns;
-    ns.nsid = 5;
-    ns.backend = BackendKind::file;
-    ns.path = (dir_ / "ns5.img").string();
-    ns.size = 4 << 20;
-    ns.block_size = 512;
-    ns.direct = false;
-    ns.uuid = derive_uuid(kSub1, 5);
-    ns.nguid = derive_nguid(kSub1, 5);
-    c.subsystems[0].namespaces.push_back(ns);
-    return c;
+    return test_config_with_file_ns((dir_ / "ns5.img").string(), /*direct=*/false);
   }
 
   fs::path dir_;

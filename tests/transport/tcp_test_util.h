@@ -218,6 +218,18 @@ inline std::vector<uint8_t> pattern(std::size_t n, uint32_t seed) {
   return v;
 }
 
+// Writes `bytes` of a seeded pattern at `lba`, reads them back and compares (any transport).
+inline void write_read_verify(HostQueue& q, uint64_t lba, std::size_t bytes, uint32_t seed) {
+  auto data = pattern(bytes, seed);
+  Io io;
+  prep_rw(io, true, lba, data);
+  ASSERT_EQ(run_one(q, io), p::status::success) << "write " << bytes;
+  std::vector<uint8_t> back(bytes, 0);
+  prep_rw(io, false, lba, back);
+  ASSERT_EQ(run_one(q, io), p::status::success) << "read " << bytes;
+  EXPECT_EQ(back, data) << bytes << " bytes at LBA " << lba;
+}
+
 // ---- raw sockets ---------------------------------------------------------------------------------
 
 inline int raw_connect(uint16_t port) {

@@ -81,16 +81,6 @@ std::unique_ptr<HostQueue> connect(const RdmaFixture& f, uint16_t qid = 1, uint1
   return q ? std::move(*q) : nullptr;
 }
 
-void write_read_verify(HostQueue& q, uint64_t lba, std::size_t bytes, uint32_t seed) {
-  auto data = pattern(bytes, seed);
-  Io io;
-  prep_rw(io, true, lba, data);
-  ASSERT_EQ(run_one(q, io), p::status::success) << "write " << bytes;
-  std::vector<uint8_t> back(bytes, 0);
-  prep_rw(io, false, lba, back);
-  ASSERT_EQ(run_one(q, io), p::status::success) << "read " << bytes;
-  EXPECT_EQ(back, data) << bytes << " bytes at LBA " << lba;
-}
 
 unsigned count_fds() {
   unsigned n = 0;
