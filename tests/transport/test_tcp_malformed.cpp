@@ -134,59 +134,62 @@ TEST(TcpMalformed, ControllerBoundTypeFromHost) {
   expect_term(f, fd, pdu_bytes(&r2t), pt::Fes::invalid_header_field, 0);
 }
 
+// A fresh connection with a write of `len` bytes (no in-capsule data) sent, and the target's R2T for it.
+struct WriteAwaitingData {
+  int fd;
+  pt::TcpSession s;
+  std::vector<uint8_t> r2t_bytes;
+  pt::R2tPdu r2t() const { return p::load<pt::R2tPdu>(r2t_bytes.data()); }
+};
+WriteAwaitingData write_until_r2t(const TargetFixture& f, uint16_t cid, uint32_t len) {
+  WriteAwaitingData w{raw_connect(f.port()), {}, {}};
+  w.s = raw_handshake(w.fd);
+  auto c = capsule(no_data_write(cid, len), w.s);
+  send_all(w.fd, c.data(), c.size());
+  w.r2t_bytes = read_pdu(w.fd);
+  return w;
+}
+
+// An H2CData header followed by `payload` bytes of zeroes.
+std::vector<uint8_t> h2c_with_payload(uint16_t cccid, uint16_t ttag, uint32_t offset, uint32_t len, bool last,
+                                      const pt::TcpSession& s, std::size_t payload) {
+  auto h = pt::build_h2c_data(cccid, ttag, offset, len, last, s);
+  auto b = pdu_bytes(&h);
+  b.resize(b.size() + payload, 0);
+  return b;
+}
+
 TEST(TcpMalformed, H2CDataWithUnknownTtag) {
   TargetFixture f;
   int fd = raw_connect(f.port());
   auto s = raw_handshake(fd);
-  auto h = pt::build_h2c_data(1, 999, 0, 512, true, s);
-  auto b = pdu_bytes(&h);
-  b.resize(b.size() + 512, 0);
-  expect_term(f, fd, b, pt::Fes::invalid_header_field, 10);
+  expect_term(f, fd, h2c_with_payload(1, 999, 0, 512, true, s, 512), pt::Fes::invalid_header_field, 10);
 }
 
 TEST(TcpMalformed, H2CDataBeyondTheR2TWindow) {
   TargetFixture f;
-  int fd = raw_connect(f.port());
-  auto s = raw_handshake(fd);
-  auto c = capsule(no_data_write(7, 4096), s);
-  send_all(fd, c.data(), c.size());
-  auto r2t_bytes = read_pdu(fd);
-  ASSERT_EQ(r2t_bytes.size(), 24u);
-  auto r2t = p::load<pt::R2tPdu>(r2t_bytes.data());
+  auto w = write_until_r2t(f, 7, 4096);
+  ASSERT_EQ(w.r2t_bytes.size(), 24u);
+  auto r2t = w.r2t();
   ASSERT_EQ(r2t.ch.pdu_type, static_cast<uint8_t>(pt::PduType::r2t));
   EXPECT_EQ(r2t.cccid.get(), 7);
   EXPECT_EQ(r2t.r2to.get(), 0u);
   EXPECT_EQ(r2t.r2tl.get(), 4096u);
-  auto h = pt::build_h2c_data(7, r2t.ttag.get(), 0, 8192, true, s);
-  auto b = pdu_bytes(&h);
-  b.resize(b.size() + 8192, 0);
-  expect_term(f, fd, b, pt::Fes::data_out_of_range, 0);
+  expect_term(f, w.fd, h2c_with_payload(7, r2t.ttag.get(), 0, 8192, true, w.s, 8192), pt::Fes::data_out_of_range, 0);
 }
 
 TEST(TcpMalformed, H2CDataAtTheWrongOffset) {
   TargetFixture f;
-  int fd = raw_connect(f.port());
-  auto s = raw_handshake(fd);
-  auto c = capsule(no_data_write(3, 4096), s);
-  send_all(fd, c.data(), c.size());
-  auto r2t = p::load<pt::R2tPdu>(read_pdu(fd).data());
-  auto h = pt::build_h2c_data(3, r2t.ttag.get(), 512, 512, false, s);
-  auto b = pdu_bytes(&h);
-  b.resize(b.size() + 512, 0);
-  expect_term(f, fd, b, pt::Fes::data_out_of_range, 0);
+  auto w = write_until_r2t(f, 3, 4096);
+  expect_term(f, w.fd, h2c_with_payload(3, w.r2t().ttag.get(), 512, 512, false, w.s, 512), pt::Fes::data_out_of_range,
+              0);
 }
 
 TEST(TcpMalformed, H2CDataWithWrongCccid) {
   TargetFixture f;
-  int fd = raw_connect(f.port());
-  auto s = raw_handshake(fd);
-  auto c = capsule(no_data_write(3, 4096), s);
-  send_all(fd, c.data(), c.size());
-  auto r2t = p::load<pt::R2tPdu>(read_pdu(fd).data());
-  auto h = pt::build_h2c_data(4, r2t.ttag.get(), 0, 4096, true, s);
-  auto b = pdu_bytes(&h);
-  b.resize(b.size() + 4096, 0);
-  expect_term(f, fd, b, pt::Fes::invalid_header_field, 8);
+  auto w = write_until_r2t(f, 3, 4096);
+  expect_term(f, w.fd, h2c_with_payload(4, w.r2t().ttag.get(), 0, 4096, true, w.s, 4096), pt::Fes::invalid_header_field,
+              8);
 }
 
 TEST(TcpMalformed, DataDigestError) {
@@ -226,16 +229,10 @@ TEST(TcpMalformed, TruncatedPduThenCloseNeedsNoTermReq) {
 
 TEST(TcpMalformed, PeerDisconnectMidTransferReleasesRequests) {
   TargetFixture f;
-  int fd = raw_connect(f.port());
-  auto s = raw_handshake(fd);
-  auto c = capsule(no_data_write(5, 65536), s);
-  send_all(fd, c.data(), c.size());
-  auto r2t = p::load<pt::R2tPdu>(read_pdu(fd).data());
-  auto h = pt::build_h2c_data(5, r2t.ttag.get(), 0, 65536, true, s);
-  auto b = pdu_bytes(&h);
-  b.resize(b.size() + 1000, 0);  // part of the data, then gone
-  send_all(fd, b.data(), b.size());
-  ::close(fd);
+  auto w = write_until_r2t(f, 5, 65536);
+  auto b = h2c_with_payload(5, w.r2t().ttag.get(), 0, 65536, true, w.s, 1000);  // part of the data, then gone
+  send_all(w.fd, b.data(), b.size());
+  ::close(w.fd);
   EXPECT_TRUE(wait_until([&] { return f.handler.closed == 1; }));
   EXPECT_TRUE(wait_until([] { return tcp::live_tcp_target_connections() == 0; }));
   expect_healthy(f);
