@@ -81,7 +81,8 @@ class RdmaHostQueue final : public HostQueue {
                         e != 0 ? e : EIO);
     };
     if (opts_.entries < 2) return fail("a queue needs at least 2 entries", EINVAL);
-    auto dst = resolve_rdma_address(opts_.address, false);
+    if (opts_.address.traddr.empty()) return make_error("no address to connect to", EINVAL);
+    auto dst = resolve_address(opts_.address, false);
     if (!dst) return tl::unexpected(dst.error());
     ch_ = rdma_create_event_channel();
     if (ch_ == nullptr) return fail("rdma_create_event_channel (no RDMA support here?)", errno);

@@ -665,7 +665,7 @@ Result<std::unique_ptr<RdmaListener>> RdmaListener::create(const TransportAddres
     return make_error("RDMA max data transfer must be 1..16 MiB - 1", EINVAL);
   }
   const std::string where = (address.traddr.empty() ? "*" : address.traddr) + ":" + std::to_string(address.trsvcid);
-  auto sa = resolve_rdma_address(address, true);
+  auto sa = resolve_address(address, true);
   if (!sa) return tl::unexpected(sa.error());
   rdma_event_channel* ch = rdma_create_event_channel();
   if (ch == nullptr) {

@@ -16,6 +16,7 @@
 
 #include "protocol/result.h"
 #include "transport/address.h"
+#include "transport/socket_address.h"
 
 namespace rdmablk::transport::tcp {
 
@@ -145,13 +146,6 @@ struct TxBatch {
   }
 };
 
-struct SocketAddress {
-  sockaddr_storage storage{};
-  socklen_t len = 0;
-  const sockaddr* get() const noexcept { return reinterpret_cast<const sockaddr*>(&storage); }
-};
-// Resolve traddr/trsvcid (numeric addresses or host names; an empty traddr with `passive` is "any").
-Result<SocketAddress> resolve_address(const TransportAddress& a, bool passive);
 // The local address of a socket as a TransportAddress (type tcp).
 TransportAddress local_address_of(int fd);
 
