@@ -25,6 +25,7 @@
 #include "protocol/tcp_pdu.h"
 #include "transport/host_queue.h"
 #include "transport/tcp/tcp_host.h"
+#include "transport/tcp/pdu_receiver.h"
 #include "transport/tcp/tcp_io.h"
 
 namespace rdmablk::transport {
@@ -76,10 +77,11 @@ int wait_fd(int fd, short events, Clock::time_point deadline, int wake_fd = -1) 
   }
 }
 
-class TcpHostQueue final : public HostQueue {
+class TcpHostQueue final : public HostQueue, private PduReceiver::Handler {
  public:
   TcpHostQueue(int fd, const HostQueueOptions& opts, const pt::TcpSession& session)
-      : fd_(fd), opts_(opts), session_(session), slots_(std::max<uint16_t>(opts.entries, 1)), rx_(64 * 1024) {
+      : fd_(fd), opts_(opts), session_(session), slots_(std::max<uint16_t>(opts.entries, 1)),
+        rx_(64 * 1024, pt::Receiver::host, session_) {
     free_cids_.reserve(slots_.size());
     for (std::size_t i = slots_.size(); i-- > 0;) free_cids_.push_back(static_cast<uint16_t>(i));
     in_capsule_limit_ = opts.in_capsule_limit;
@@ -150,7 +152,6 @@ class TcpHostQueue final : public HostQueue {
   }
 
  private:
-  enum class Rx : uint8_t { header, pad, data, skip, ddgst };
 
   // ---- send -----------------------------------------------------------------------------------------
 
@@ -262,6 +263,7 @@ class TcpHostQueue final : public HostQueue {
     for (int rounds = 0; rounds < 16 && error_ == 0; ++rounds) {
       iovec iov[2];
       unsigned cnt = rx_.prepare(iov);
+      if (cnt == 0) break;  // stopped after an error
       ssize_t n = ::readv(fd_, iov, static_cast<int>(cnt));
       if (n < 0) {
         if (errno == EINTR) continue;
@@ -281,77 +283,26 @@ class TcpHostQueue final : public HostQueue {
     return progress;
   }
 
-  void process_rx() noexcept {
-    while (error_ == 0 && rx_step()) {
-    }
+  void process_rx() noexcept { rx_.process(*this); }
+
+  // ---- PduReceiver::Handler -------------------------------------------------------------------------
+
+  void on_pdu(PduReceiver& /*rx*/) noexcept override {
+    rx_cid_ = kNone;
+    on_header();
   }
 
-  bool rx_step() noexcept {
-    switch (rx_state_) {
-      case Rx::header: {
-        if (rx_.size() < pt::kCommonHeaderLen) return false;
-        auto ch = pt::validate_common_header(rx_.data(), rx_.size(), session_, pt::Receiver::host);
-        if (!ch) return protocol_error(ch.error(), rx_.data(), std::min<std::size_t>(rx_.size(), 128));
-        if (rx_.size() < ch->header_len) return false;
-        auto info = pt::validate_pdu_header(rx_.data(), ch->header_len, session_, pt::Receiver::host);
-        if (!info) return protocol_error(info.error(), rx_.data(), std::min<std::size_t>(ch->header_len, 128));
-        cur_ = *info;
-        cur_hdr_len_ = std::min<uint32_t>(info->header_len, static_cast<uint32_t>(cur_hdr_.size()));
-        std::memcpy(cur_hdr_.data(), rx_.data(), cur_hdr_len_);
-        rx_.consume(info->header_len);
-        rx_dst_ = nullptr;
-        rx_cid_ = kNone;
-        on_header();
-        if (error_ != 0) return false;
-        if (cur_.has_data()) {
-          pad_left_ = cur_.pad_len();
-          rx_state_ = Rx::pad;
-        }
-        return true;
-      }
-      case Rx::pad:
-        pad_left_ = static_cast<uint32_t>(rx_.skip(pad_left_));
-        if (pad_left_ != 0) return false;
-        if (rx_dst_ != nullptr) {
-          rx_.set_destination(rx_dst_, cur_.data_len);
-          rx_state_ = Rx::data;
-        } else {
-          skip_left_ = cur_.data_len;
-          rx_state_ = Rx::skip;
-        }
-        return true;
-      case Rx::data:
-        if (!rx_.destination_done()) return false;
-        rx_.clear_destination();
-        return after_data();
-      case Rx::skip:
-        skip_left_ = static_cast<uint32_t>(rx_.skip(skip_left_));
-        if (skip_left_ != 0) return false;
-        return after_data();
-      case Rx::ddgst: {
-        if (rx_.size() < pt::kDigestLen) return false;
-        if (rx_dst_ != nullptr && p::crc32c(rx_dst_, cur_.data_len) != pt::load_digest(rx_.data())) {
-          // Like the Linux host: not fatal, the command fails with a data transfer error.
-          if (rx_cid_ != kNone) slots_[rx_cid_].digest_error = true;
-          spdlog::warn("nvme-tcp host {}: data digest error (cid {})", to_uri(opts_.address), rx_cid_);
-        }
-        rx_.consume(pt::kDigestLen);
-        rx_state_ = Rx::header;
-        data_done();
-        return true;
-      }
+  void on_pdu_data(PduReceiver& /*rx*/, bool digest_ok) noexcept override {
+    if (!digest_ok) {
+      // Like the Linux host: not fatal, the command fails with a data transfer error.
+      if (rx_cid_ != kNone) slots_[rx_cid_].digest_error = true;
+      spdlog::warn("nvme-tcp host {}: data digest error (cid {})", to_uri(opts_.address), rx_cid_);
     }
-    return false;
-  }
-
-  bool after_data() noexcept {
-    if (cur_.ddgst_len != 0) {
-      rx_state_ = Rx::ddgst;
-      return true;
-    }
-    rx_state_ = Rx::header;
     data_done();
-    return true;
+  }
+
+  void on_pdu_error(const pt::PduError& e, std::span<const uint8_t> offending) noexcept override {
+    protocol_error(e, offending.data(), offending.size());
   }
 
   // A command still waiting for its response (a deferred one has had it).
@@ -361,54 +312,54 @@ class TcpHostQueue final : public HostQueue {
   }
 
   void on_header() noexcept {
-    switch (cur_.type) {
+    switch (rx_.pdu().type) {
       case pt::PduType::capsule_resp: {
-        const auto cqe = p::load<p::Cqe>(cur_hdr_.data() + offsetof(pt::CapsuleRespPdu, cqe));
+        const auto cqe = p::load<p::Cqe>(rx_.header().data() + offsetof(pt::CapsuleRespPdu, cqe));
         const uint16_t cid = cqe.cid.get();
         if (active_slot(cid) == nullptr) {
           protocol_error(pt::PduError{offsetof(pt::CapsuleRespPdu, cqe) + offsetof(p::Cqe, cid),
                                       "CapsuleResp for a command not outstanding", pt::Fes::invalid_header_field},
-                         cur_hdr_.data(), cur_hdr_len_);
+                         rx_.header().data(), rx_.header().size());
           return;
         }
         finish(cid, cqe);
         return;
       }
       case pt::PduType::c2h_data: {
-        const auto h = p::load<pt::C2HDataHdr>(cur_hdr_.data());
+        const auto h = p::load<pt::C2HDataHdr>(rx_.header().data());
         const uint16_t cid = h.cccid.get();
         HostSlot* s = active_slot(cid);
         if (s == nullptr || s->cmd->direction != DataDirection::controller_to_host) {
           protocol_error(pt::PduError{offsetof(pt::C2HDataHdr, cccid), "C2HData for no read command",
                                       pt::Fes::invalid_header_field},
-                         cur_hdr_.data(), cur_hdr_len_);
+                         rx_.header().data(), rx_.header().size());
           return;
         }
         auto range = pt::check_data_range(h.datao.get(), h.datal.get(), s->c2h_received,
                                           static_cast<uint32_t>(s->cmd->data.size()));
         if (!range) {
-          protocol_error(range.error(), cur_hdr_.data(), cur_hdr_len_);
+          protocol_error(range.error(), rx_.header().data(), rx_.header().size());
           return;
         }
         rx_cid_ = cid;
-        rx_dst_ = s->cmd->data.data() + h.datao.get();
+        rx_.data_to(s->cmd->data.data() + h.datao.get());
         return;
       }
       case pt::PduType::r2t: {
-        const auto r = p::load<pt::R2tPdu>(cur_hdr_.data());
+        const auto r = p::load<pt::R2tPdu>(rx_.header().data());
         const uint16_t cid = r.cccid.get();
         HostSlot* s = active_slot(cid);
         if (s == nullptr || s->cmd->direction != DataDirection::host_to_controller || s->in_capsule ||
             s->tx_offset != s->tx_end || s->in_txq) {
           protocol_error(pt::PduError{offsetof(pt::R2tPdu, cccid), "R2T for no write waiting for one",
                                       pt::Fes::invalid_header_field},
-                         cur_hdr_.data(), cur_hdr_len_);
+                         rx_.header().data(), rx_.header().size());
           return;
         }
         auto range = pt::check_data_range(r.r2to.get(), r.r2tl.get(), s->h2c_solicited,
                                           static_cast<uint32_t>(s->cmd->data.size()));
         if (!range) {
-          protocol_error(range.error(), cur_hdr_.data(), cur_hdr_len_);
+          protocol_error(range.error(), rx_.header().data(), rx_.header().size());
           return;
         }
         s->ttag = r.ttag.get();
@@ -419,7 +370,7 @@ class TcpHostQueue final : public HostQueue {
         return;
       }
       case pt::PduType::c2h_term_req: {
-        const auto t = p::load<pt::TermReqHdr>(cur_hdr_.data());
+        const auto t = p::load<pt::TermReqHdr>(rx_.header().data());
         spdlog::warn("nvme-tcp host {}: controller terminated the connection: {} (FES {:#x}, FEI {})",
                      to_uri(opts_.address), pt::fes_name(static_cast<pt::Fes>(t.fes.get())), t.fes.get(),
                      t.fei.get());
@@ -427,18 +378,18 @@ class TcpHostQueue final : public HostQueue {
         return;
       }
       default:
-        protocol_error(pt::PduError{0, "unexpected PDU", pt::Fes::pdu_sequence_error}, cur_hdr_.data(),
-                       cur_hdr_len_);
+        protocol_error(pt::PduError{0, "unexpected PDU", pt::Fes::pdu_sequence_error}, rx_.header().data(),
+                       rx_.header().size());
         return;
     }
   }
 
   void data_done() noexcept {
-    if (cur_.type != pt::PduType::c2h_data || rx_cid_ == kNone) return;
+    if (rx_.pdu().type != pt::PduType::c2h_data || rx_cid_ == kNone) return;
     HostSlot* s = active_slot(rx_cid_);
     if (s == nullptr) return;
-    s->c2h_received += cur_.data_len;
-    if ((cur_.flags & pt::kFlagSuccess) != 0) {
+    s->c2h_received += rx_.pdu().data_len;
+    if ((rx_.pdu().flags & pt::kFlagSuccess) != 0) {
       // SUCCESS: no CapsuleResp follows; synthesize a successful CQE.
       p::Cqe cqe = p::make_cqe(rx_cid_, opts_.qid, 0, p::status::success);
       finish(rx_cid_, cqe);
@@ -510,6 +461,7 @@ class TcpHostQueue final : public HostQueue {
   void fail(int err, const char* what) noexcept {
     if (error_ != 0) return;
     error_ = err != 0 ? err : EIO;
+    rx_.stop();
     if (what != nullptr) {
       spdlog::warn("nvme-tcp host {}: {}: {}", to_uri(opts_.address), what, std::strerror(error_));
     }
@@ -550,14 +502,7 @@ class TcpHostQueue final : public HostQueue {
   uint16_t txq_head_ = kNone;
   uint16_t txq_tail_ = kNone;
 
-  RxBuffer rx_;
-  Rx rx_state_ = Rx::header;
-  pt::PduHeaderInfo cur_{};
-  std::array<uint8_t, 160> cur_hdr_{};
-  uint32_t cur_hdr_len_ = 0;
-  uint32_t pad_left_ = 0;
-  uint32_t skip_left_ = 0;
-  uint8_t* rx_dst_ = nullptr;
+  PduReceiver rx_;
   uint16_t rx_cid_ = kNone;
 };
 

@@ -1,5 +1,5 @@
-// Building blocks shared by the NVMe/TCP target connection and host queue: a receive staging buffer that
-// can steer PDU data straight into a request buffer, and a gather batch for sendmsg/writev.
+// Building blocks shared by the NVMe/TCP target connection and host queue: a gather batch for
+// sendmsg/writev and socket names (the receive side is pdu_receiver.h).
 #pragma once
 
 #include <sys/uio.h>
@@ -19,78 +19,6 @@
 #include "transport/socket_address.h"
 
 namespace rdmablk::transport::tcp {
-
-// Receive side. Bytes arrive in a staging buffer where PDU headers are parsed in place. When the parser
-// wants PDU data in a request buffer it calls set_destination(): bytes already staged are copied (the
-// tail of one read), and the next read is a two-element readv/recvmsg whose first iovec is the rest of
-// the destination (zero copy) and whose second is staging space for the digest and the next headers.
-class RxBuffer {
- public:
-  explicit RxBuffer(std::size_t capacity) : buf_(new uint8_t[capacity]), cap_(capacity) {}
-
-  const uint8_t* data() const noexcept { return buf_.get() + head_; }
-  std::size_t size() const noexcept { return tail_ - head_; }
-  void consume(std::size_t n) noexcept {
-    head_ += n;
-    if (head_ == tail_) head_ = tail_ = 0;
-  }
-  std::size_t capacity() const noexcept { return cap_; }
-
-  // Steer the next `len` bytes to `dst`. Returns true when all of them are there already.
-  bool set_destination(uint8_t* dst, std::size_t len) noexcept {
-    std::size_t take = std::min(len, size());
-    if (take != 0) std::memcpy(dst, data(), take);
-    consume(take);
-    dst_ = dst + take;
-    dst_left_ = len - take;
-    return dst_left_ == 0;
-  }
-  bool destination_done() const noexcept { return dst_left_ == 0; }
-  void clear_destination() noexcept {
-    dst_ = nullptr;
-    dst_left_ = 0;
-  }
-
-  // Drop `n` bytes of the stream (data of a command that failed). Returns bytes still to skip.
-  std::size_t skip(std::size_t n) noexcept {
-    std::size_t take = std::min(n, size());
-    consume(take);
-    return n - take;
-  }
-
-  // iovecs for the next read (1 or 2). `staging_cap_when_direct` limits how much of the following stream
-  // lands in staging while a destination is open, so that little of the next PDU's data gets copied.
-  unsigned prepare(iovec* iov, std::size_t staging_cap_when_direct = 4096) noexcept {
-    if (head_ != 0 && (cap_ - tail_) < cap_ / 2) {
-      std::memmove(buf_.get(), buf_.get() + head_, tail_ - head_);
-      tail_ -= head_;
-      head_ = 0;
-    }
-    unsigned n = 0;
-    std::size_t room = cap_ - tail_;
-    if (dst_left_ != 0) {
-      iov[n++] = iovec{dst_, dst_left_};
-      room = std::min(room, staging_cap_when_direct);
-    }
-    if (room != 0) iov[n++] = iovec{buf_.get() + tail_, room};
-    return n;
-  }
-  // `n` bytes arrived through the iovecs of the last prepare().
-  void commit(std::size_t n) noexcept {
-    std::size_t d = std::min(n, dst_left_);
-    dst_ += d;
-    dst_left_ -= d;
-    tail_ += n - d;
-  }
-
- private:
-  std::unique_ptr<uint8_t[]> buf_;
-  std::size_t cap_;
-  std::size_t head_ = 0;
-  std::size_t tail_ = 0;
-  uint8_t* dst_ = nullptr;
-  std::size_t dst_left_ = 0;
-};
 
 // Send side: a batch of iovecs over PDU headers (kept in the batch's arena) and request data (left where
 // it is). One batch is in flight at a time; consume() walks it forward after a (possibly short) send.

@@ -19,6 +19,7 @@
 #include "protocol/sgl.h"
 #include "protocol/tcp_pdu.h"
 #include "transport/log_limit.h"
+#include "transport/tcp/pdu_receiver.h"
 #include "transport/tcp/tcp_io.h"
 
 namespace rdmablk::transport::tcp {
@@ -71,7 +72,7 @@ struct Slot {
 
 }  // namespace
 
-class TcpTargetConnection final : public TargetQueue {
+class TcpTargetConnection final : public TargetQueue, private PduReceiver::Handler {
  public:
   TcpTargetConnection(int fd, const ReactorSlot& where, TargetQueueHandler& handler, const TcpTargetOptions& opts)
       : reactor_(*where.reactor),
@@ -81,7 +82,7 @@ class TcpTargetConnection final : public TargetQueue {
         fd_(fd),
         local_(local_address_of(fd)),
         peer_(peer_name_of(fd)),
-        rx_(std::max<std::size_t>(opts.rx_buffer, 4096)) {
+        rx_(opts.rx_buffer, pt::Receiver::controller, session_) {
     const std::size_t nslots = std::size_t{std::max<uint16_t>(opts.max_queue_depth, 1)} * 2;
     slots_ = std::vector<Slot>(std::min<std::size_t>(nslots, kNone));
     free_slots_.reserve(slots_.size());
@@ -170,7 +171,6 @@ class TcpTargetConnection final : public TargetQueue {
 
  private:
   enum class State : uint8_t { icreq, live, closing, closed };
-  enum class Rx : uint8_t { header, pad, data, skip, ddgst };
 
   // ---- helpers --------------------------------------------------------------------------------------
 
@@ -201,9 +201,9 @@ class TcpTargetConnection final : public TargetQueue {
   // ---- receive --------------------------------------------------------------------------------------
 
   void arm_recv() noexcept {
-    if (recv_inflight_ || rx_paused_ || state_ == State::closing || state_ == State::closed) return;
+    if (recv_inflight_ || state_ == State::closing || state_ == State::closed) return;
     unsigned n = rx_.prepare(rx_iov_);
-    if (n == 0) return;  // cannot happen: the staging buffer is never full while parsing runs
+    if (n == 0) return;  // paused until a buffer is free (buffer_arrived() re-arms)
     rx_msg_ = msghdr{};
     rx_msg_.msg_iov = rx_iov_;
     rx_msg_.msg_iovlen = n;
@@ -238,7 +238,7 @@ class TcpTargetConnection final : public TargetQueue {
       if (res == 0) {
         // Mid-transfer: inside a PDU, or owing write data the core asked for. Commands parked in the
         // core (the Asynchronous Event Request every Linux host leaves outstanding) are not a transfer.
-        const bool mid_pdu = rx_.size() != 0 || rx_state_ != Rx::header || awaiting_host_data();
+        const bool mid_pdu = !rx_.at_pdu_boundary() || awaiting_host_data();
         if (mid_pdu && peer_error_log_allowed()) {
           spdlog::warn("nvme-tcp {}: peer closed the connection mid-transfer", peer_);
         } else {
@@ -270,108 +270,39 @@ class TcpTargetConnection final : public TargetQueue {
   void process_rx() noexcept {
     if (in_rx_) return;
     in_rx_ = true;
-    while ((state_ == State::icreq || state_ == State::live) && !rx_paused_) {
-      if (!rx_step()) break;
-    }
+    if (state_ == State::icreq || state_ == State::live) rx_.process(*this);
     in_rx_ = false;
   }
 
-  // One step of the receive state machine. False when it needs more bytes (or stopped).
-  bool rx_step() noexcept {
-    switch (rx_state_) {
-      case Rx::header: {
-        if (rx_.size() < pt::kCommonHeaderLen) return false;
-        auto ch = pt::validate_common_header(rx_.data(), rx_.size(), session_, pt::Receiver::controller);
-        if (!ch) {
-          fatal(ch.error(), std::span<const uint8_t>(rx_.data(), std::min<std::size_t>(rx_.size(), 128)));
-          return false;
-        }
-        if (rx_.size() < ch->header_len) return false;
-        auto info = pt::validate_pdu_header(rx_.data(), ch->header_len, session_, pt::Receiver::controller);
-        if (!info) {
-          fatal(info.error(), std::span<const uint8_t>(rx_.data(), std::min<std::size_t>(ch->header_len, 128)));
-          return false;
-        }
-        cur_ = *info;
-        cur_hdr_len_ = std::min<uint32_t>(info->header_len, static_cast<uint32_t>(cur_hdr_.size()));
-        std::memcpy(cur_hdr_.data(), rx_.data(), cur_hdr_len_);
-        rx_.consume(info->header_len);
-        on_header();
-        return true;
-      }
-      case Rx::pad: {
-        pad_left_ = static_cast<uint32_t>(rx_.skip(pad_left_));
-        if (pad_left_ != 0) return false;
-        begin_data();
-        return true;
-      }
-      case Rx::data: {
-        if (!rx_.destination_done()) return false;
-        rx_.clear_destination();
-        rx_state_ = cur_.ddgst_len != 0 ? Rx::ddgst : Rx::header;
-        if (rx_state_ == Rx::header) data_done();
-        return true;
-      }
-      case Rx::skip: {
-        skip_left_ = static_cast<uint32_t>(rx_.skip(skip_left_));
-        if (skip_left_ != 0) return false;
-        rx_state_ = cur_.ddgst_len != 0 ? Rx::ddgst : Rx::header;
-        if (rx_state_ == Rx::header) data_done();
-        return true;
-      }
-      case Rx::ddgst: {
-        if (rx_.size() < pt::kDigestLen) return false;
-        if (rx_dst_ != nullptr) {
-          const uint32_t want = pt::load_digest(rx_.data());
-          if (p::crc32c(rx_dst_, cur_.data_len) != want) {
-            fatal(pt::PduError{cur_.data_offset + cur_.data_len, "data digest mismatch", pt::Fes::header_digest_error},
-                  std::span<const uint8_t>(cur_hdr_.data(), cur_hdr_len_));
-            return false;
-          }
-        }
-        rx_.consume(pt::kDigestLen);
-        rx_state_ = Rx::header;
-        data_done();
-        return true;
-      }
-    }
-    return false;
-  }
+  // ---- PduReceiver::Handler -------------------------------------------------------------------------
 
-  // After the header: PDUs without data are handled here; for data PDUs the handler sets rx_dst_ (or
-  // nullptr to drop the data) and the pad/data/digest states follow.
-  void on_header() noexcept {
-    rx_dst_ = nullptr;
+  void on_pdu_error(const pt::PduError& e, std::span<const uint8_t> offending) noexcept override { fatal(e, offending); }
+
+  // PDUs without data are handled here; for data PDUs the handler says where the data goes (rx_.data_to:
+  // a request buffer; nothing: dropped) or pauses the receiver until a buffer is free.
+  void on_pdu(PduReceiver& /*rx*/) noexcept override {
     rx_slot_ = nullptr;
-    rx_state_ = Rx::header;
-    switch (cur_.type) {
+    switch (rx_.pdu().type) {
       case pt::PduType::ic_req: on_icreq(); break;
       case pt::PduType::h2c_term_req: on_term_req(); return;
       case pt::PduType::capsule_cmd: on_capsule(); break;
       case pt::PduType::h2c_data: on_h2c_data(); break;
       default:
         // The validator only lets controller-bound types through; anything else is a sequence error.
-        fatal(pt::PduError{0, "unexpected PDU", pt::Fes::pdu_sequence_error},
-              std::span<const uint8_t>(cur_hdr_.data(), cur_hdr_len_));
+        fatal(pt::PduError{0, "unexpected PDU", pt::Fes::pdu_sequence_error}, rx_.header());
         return;
     }
-    if (state_ != State::live && state_ != State::icreq) return;
-    if (cur_.has_data() && !rx_paused_) start_data_phase();
   }
 
-  void start_data_phase() noexcept {
-    pad_left_ = cur_.pad_len();
-    rx_state_ = Rx::pad;
-  }
-
-  void begin_data() noexcept {
-    if (rx_dst_ != nullptr) {
-      rx_.set_destination(rx_dst_, cur_.data_len);
-      rx_state_ = Rx::data;
-    } else {
-      skip_left_ = cur_.data_len;
-      rx_state_ = Rx::skip;
+  void on_pdu_data(PduReceiver& /*rx*/, bool digest_ok) noexcept override {
+    if (!digest_ok) {
+      // Fatal, like nvmet-tcp and SPDK (FES 3: the only digest FES the spec defines).
+      fatal(pt::PduError{rx_.pdu().data_offset + rx_.pdu().data_len, "data digest mismatch",
+                         pt::Fes::header_digest_error},
+            rx_.header());
+      return;
     }
+    data_done();
   }
 
   // All data (and its digest) of the current PDU is in.
@@ -379,13 +310,13 @@ class TcpTargetConnection final : public TargetQueue {
     Slot* s = rx_slot_;
     rx_slot_ = nullptr;
     if (s == nullptr) return;
-    if (cur_.type == pt::PduType::capsule_cmd) {
+    if (rx_.pdu().type == pt::PduType::capsule_cmd) {
       if (s->state == SlotState::rx_capsule) dispatch(*s);
       return;
     }
     // H2CData
     if (s->state != SlotState::r2t) return;
-    s->data_received += cur_.data_len;
+    s->data_received += rx_.pdu().data_len;
     if (s->data_received < s->r2t_end) return;
     if (s->data_received >= s->req.data_length) {
       s->state = SlotState::core;
@@ -396,7 +327,7 @@ class TcpTargetConnection final : public TargetQueue {
   }
 
   void on_icreq() noexcept {
-    const auto icreq = p::load<pt::IcReqPdu>(cur_hdr_.data());
+    const auto icreq = p::load<pt::IcReqPdu>(rx_.header().data());
     session_ = pt::controller_session(icreq, 0, opts_.maxh2cdata);
     icresp_ = pt::build_icresp(session_);
     icresp_pending_ = true;
@@ -405,7 +336,7 @@ class TcpTargetConnection final : public TargetQueue {
   }
 
   void on_term_req() noexcept {
-    const auto t = p::load<pt::TermReqHdr>(cur_hdr_.data());
+    const auto t = p::load<pt::TermReqHdr>(rx_.header().data());
     if (peer_error_log_allowed()) {
       spdlog::warn("nvme-tcp {}: host terminated the connection: {} (FES {:#x}, FEI {})", peer_,
                    pt::fes_name(static_cast<pt::Fes>(t.fes.get())), t.fes.get(), t.fei.get());
@@ -414,11 +345,11 @@ class TcpTargetConnection final : public TargetQueue {
   }
 
   void on_capsule() noexcept {
-    const auto sqe = p::load<p::Sqe>(cur_hdr_.data() + offsetof(pt::CapsuleCmdPdu, sqe));
+    const auto sqe = p::load<p::Sqe>(rx_.header().data() + offsetof(pt::CapsuleCmdPdu, sqe));
     if (sq_entries_ != 0) sqhd_ = static_cast<uint16_t>((sqhd_ + 1) % sq_entries_);
     if (free_slots_.empty()) {
       fatal(pt::PduError{0, "more commands outstanding than the queue depth", pt::Fes::pdu_sequence_error},
-            std::span<const uint8_t>(cur_hdr_.data(), cur_hdr_len_));
+            rx_.header());
       return;
     }
     Slot& s = slots_[free_slots_.back()];
@@ -434,7 +365,7 @@ class TcpTargetConnection final : public TargetQueue {
     s.state = SlotState::core;  // provisional; fixed below
     s.tx_kind = TxKind::none;
     s.icd_offset = 0;
-    const uint32_t icd_len = cur_.data_len;
+    const uint32_t icd_len = rx_.pdu().data_len;
 
     if (cid_busy(s.cid)) return early_complete(s, p::status::command_id_conflict);
     set_cid(s.cid);
@@ -471,7 +402,7 @@ class TcpTargetConnection final : public TargetQueue {
       s.waiter.w.bytes = need;
       pool_.wait(s.waiter.w);
       if (in_capsule) {
-        rx_paused_ = true;  // the data must land somewhere: stop reading until a buffer comes
+        rx_.pause();  // the data must land somewhere: stop reading until a buffer comes
         rx_slot_ = &s;
       }
       return;
@@ -480,7 +411,7 @@ class TcpTargetConnection final : public TargetQueue {
     if (in_capsule) {
       s.state = SlotState::rx_capsule;
       rx_slot_ = &s;
-      rx_dst_ = b.data;
+      rx_.data_to(b.data);
       return;
     }
     dispatch(s);
@@ -509,10 +440,8 @@ class TcpTargetConnection final : public TargetQueue {
     }
     // Resume receiving the in-capsule data into the new buffer.
     s.state = SlotState::rx_capsule;
-    rx_paused_ = false;
-    rx_dst_ = b.data;
     rx_slot_ = &s;
-    start_data_phase();
+    rx_.resume(b.data);
     if (!in_rx_) {
       process_rx();
       arm_recv();
@@ -528,7 +457,7 @@ class TcpTargetConnection final : public TargetQueue {
 
   // A command the core never sees: drop its in-capsule data, answer with `st`.
   void early_complete(Slot& s, p::Status st) noexcept {
-    rx_dst_ = nullptr;
+    rx_.data_to(nullptr);
     rx_slot_ = nullptr;
     s.state = SlotState::tx;
     s.tx_with_data = false;
@@ -539,9 +468,9 @@ class TcpTargetConnection final : public TargetQueue {
   }
 
   void on_h2c_data() noexcept {
-    const auto h = p::load<pt::H2CDataHdr>(cur_hdr_.data());
+    const auto h = p::load<pt::H2CDataHdr>(rx_.header().data());
     const uint16_t ttag = h.ttag.get();
-    const auto hdr = std::span<const uint8_t>(cur_hdr_.data(), cur_hdr_len_);
+    const auto hdr = rx_.header();
     if (ttag >= slots_.size() || slots_[ttag].state != SlotState::r2t) {
       return fatal(pt::PduError{offsetof(pt::H2CDataHdr, ttag), "H2CData TTAG names no transfer",
                                 pt::Fes::invalid_header_field},
@@ -556,7 +485,7 @@ class TcpTargetConnection final : public TargetQueue {
     auto range = pt::check_data_range(h.datao.get(), h.datal.get(), s.data_received, s.r2t_end);
     if (!range) return fatal(range.error(), hdr);
     rx_slot_ = &s;
-    rx_dst_ = s.req.data + h.datao.get();
+    rx_.data_to(s.req.data + h.datao.get());
   }
 
   void start_r2t(Slot& s) noexcept {
@@ -735,7 +664,7 @@ class TcpTargetConnection final : public TargetQueue {
   void begin_close() noexcept {
     if (state_ == State::closing || state_ == State::closed) return;
     state_ = State::closing;
-    rx_paused_ = false;
+    rx_.stop();
     // Unsent work is dropped (requests in it are recycled when the socket is done).
     while (txq_head_ != kNone) {
       Slot& s = slots_[txq_head_];
@@ -831,19 +760,11 @@ class TcpTargetConnection final : public TargetQueue {
   ConnOp send_op_{};
 
   // Receive.
-  RxBuffer rx_;
+  PduReceiver rx_;
   bool recv_inflight_ = false;
-  bool rx_paused_ = false;
   bool in_rx_ = false;
   msghdr rx_msg_{};
   iovec rx_iov_[2]{};
-  Rx rx_state_ = Rx::header;
-  pt::PduHeaderInfo cur_{};
-  std::array<uint8_t, 160> cur_hdr_{};
-  uint32_t cur_hdr_len_ = 0;
-  uint32_t pad_left_ = 0;
-  uint32_t skip_left_ = 0;
-  uint8_t* rx_dst_ = nullptr;
   Slot* rx_slot_ = nullptr;
 
   // Send.
