@@ -14,6 +14,7 @@
 #include "protocol/sgl.h"
 #include "transport/buffer_pool.h"
 #include "transport/rdma/rdma_queue.h"
+#include "transport/recording_core.h"
 
 namespace {
 
@@ -166,40 +167,6 @@ class FakeOps final : public RdmaQpOps {
   int disconnects = 0;
   int destroys = 0;
   bool fail_sends = false;
-};
-
-// A core that records what it sees; with `hold`, commands stay with it until the test acts.
-class RecordingCore final : public TargetQueueHandler {
- public:
-  void on_queue_created(TargetQueue&) noexcept override { ++created; }
-  void on_command(TargetRequest& req) noexcept override {
-    commands.push_back(&req);
-    if (hold) return;
-    if (req.direction == DataDirection::host_to_controller && req.data_length != 0) {
-      req.queue->fetch_data(req);
-      return;
-    }
-    if (req.direction == DataDirection::controller_to_host && req.data_length != 0) {
-      std::memset(req.data, 0xAB, req.data_length);
-      req.queue->complete(req, true);
-      return;
-    }
-    req.queue->complete(req, false);
-  }
-  void on_data_ready(TargetRequest& req, p::Status st) noexcept override {
-    data_ready.push_back({&req, st});
-    if (hold_data) return;
-    req.cqe.set_status(st);
-    req.queue->complete(req, false);
-  }
-  void on_queue_closed(TargetQueue&) noexcept override { ++closed; }
-
-  bool hold = false;
-  bool hold_data = false;
-  int created = 0;
-  int closed = 0;
-  std::vector<TargetRequest*> commands;
-  std::vector<std::pair<TargetRequest*, p::Status>> data_ready;
 };
 
 struct QueueHarness {

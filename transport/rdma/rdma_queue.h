@@ -45,6 +45,7 @@
 #include "transport/buffer_pool.h"
 #include "transport/log_limit.h"
 #include "transport/target_queue.h"
+#include "transport/target_queue_base.h"
 
 namespace rdmablk::transport::rdma {
 
@@ -129,7 +130,26 @@ struct RdmaQueueSetup {
 // Bytes the registered region of a queue needs.
 std::size_t queue_region_bytes(const QueueSizing& s) noexcept;
 
-class RdmaTargetQueue final : public TargetQueue {
+struct RdmaSlot : RequestSlot {
+  enum class Post : uint8_t { none, read, response };
+  static constexpr uint16_t kNone = 0xFFFF;
+  WrCtx send_ctx{};
+  WrCtx read_ctx{};
+  uint8_t* rsp = nullptr;  // registered CQE buffer
+  Post post = Post::none;  // waiting for send-queue room (on the pending FIFO) to post this
+  bool read_inflight = false;  // a READ chain is posted (the buffer is the device's until it completes)
+  bool send_inflight = false;
+  bool keyed = false;
+  bool invalidate = false;
+  uint16_t recv = kNone;  // RECV buffer held (in-capsule data)
+  uint16_t next = kNone;  // pending FIFO
+  uint32_t read_wrs = 0;
+  uint32_t send_wrs = 0;
+  uint64_t raddr = 0;
+  uint32_t rkey = 0;
+};
+
+class RdmaTargetQueue final : public TargetQueueBase<RdmaTargetQueue, RdmaSlot> {
  public:
   RdmaTargetQueue(RdmaQpOps& ops, BufferPool& pool, TargetQueueHandler& handler, const RdmaTargetOptions& opts,
                   const RdmaQueueSetup& setup);
@@ -146,112 +166,67 @@ class RdmaTargetQueue final : public TargetQueue {
   // The connection went away (CM event) or could not be established.
   void connection_lost(const char* why) noexcept;
 
-  // ---- TargetQueue --------------------------------------------------------------------------------
-  void fetch_data(TargetRequest& req) noexcept override;
-  void complete(TargetRequest& req, bool with_data) noexcept override;
-  void release(TargetRequest& req) noexcept override;
-  void close(const char* reason) noexcept override;
-  void set_connected(uint16_t qid, uint16_t sq_entries) noexcept override;
   TransportType transport_type() const noexcept override { return TransportType::rdma; }
-  const TransportAddress& local_address() const noexcept override { return local_; }
-  const std::string& peer_name() const noexcept override { return peer_; }
 
   // Introspection (tests, logs).
-  bool closing() const noexcept { return state_ != State::live; }
-  bool finished() const noexcept { return state_ == State::closed; }
   uint32_t sq_used() const noexcept { return sq_used_; }
   unsigned pending_count() const noexcept;
   unsigned recvs_posted() const noexcept { return recv_outstanding_; }
-  unsigned core_held() const noexcept { return core_held_; }
   const QueueSizing& sizing() const noexcept { return sizing_; }
 
  private:
-  enum class State : uint8_t { live, closing, closed };
-  enum class SlotState : uint8_t { free, wait_buffer, core, wait_sq, read, tx };
-  enum class Post : uint8_t { none, read, response };
-  static constexpr uint16_t kNone = 0xFFFF;
+  friend class TargetQueueBase<RdmaTargetQueue, RdmaSlot>;
+  using Slot = RdmaSlot;
+  using Post = RdmaSlot::Post;
+  static constexpr uint16_t kNone = RdmaSlot::kNone;
 
-  struct Slot {
-    TargetRequest req;
-    struct Waiter {
-      BufferWaiter w;
-      Slot* slot;
-    } waiter{};
-    WrCtx send_ctx{};
-    WrCtx read_ctx{};
-    Buffer buf{};
-    uint8_t* rsp = nullptr;  // registered CQE buffer
-    SlotState state = SlotState::free;
-    Post post = Post::none;
-    bool read_inflight = false;  // a READ chain is posted (the buffer is the device's until it completes)
-    bool send_inflight = false;
-    bool keyed = false;
-    bool invalidate = false;
-    bool tx_with_data = false;
-    uint16_t recv = kNone;  // RECV buffer held (in-capsule data)
-    uint16_t next = kNone;  // pending FIFO
-    uint16_t cid = 0;
-    uint32_t read_wrs = 0;
-    uint32_t send_wrs = 0;
-    uint64_t raddr = 0;
-    uint32_t rkey = 0;
-  };
   struct Recv {
     WrCtx ctx{};
     uint8_t* buf = nullptr;
     bool posted = false;
   };
 
-  Slot* slot_of(TargetRequest& req) noexcept;
+  // ---- TargetQueueBase hooks ----
+  void start_fetch(Slot& s) noexcept { queue_post(s, Post::read); }
+  void start_send(Slot& s) noexcept;
+  void buffer_ready(Slot& s) noexcept { dispatch(s); }
+  void on_recycle(Slot& s) noexcept;
+  static bool buffer_in_use(const Slot& s) noexcept { return s.read_inflight || s.send_inflight; }
+  bool io_idle() const noexcept { return recv_outstanding_ == 0 && send_outstanding_ == 0 && !in_completion_; }
+  void destroy_queue() noexcept { ops_.destroy(); }
+  void begin_close() noexcept;
+  static const char* log_name() noexcept { return "nvme-rdma"; }
+
   uint32_t chunks(uint32_t len) const noexcept { return len == 0 ? 0 : (len + sizing_.chunk - 1) / sizing_.chunk; }
   bool repost_recv(uint16_t index) noexcept;
+  bool give_back_recv(Slot& s) noexcept;
   void on_recv(Recv& r, const ibv_wc& wc) noexcept;
   void on_send_done(Slot& s, const ibv_wc& wc) noexcept;
   void on_read_done(Slot& s, const ibv_wc& wc) noexcept;
   void parse_capsule(Slot& s, const uint8_t* buf, uint32_t len, uint16_t recv_index) noexcept;
-  void dispatch(Slot& s) noexcept;
-  void early_complete(Slot& s, protocol::Status st) noexcept;
-  static void on_buffer(BufferWaiter* w, Buffer b) noexcept;
-  void buffer_arrived(Slot& s, Buffer b) noexcept;
   void queue_post(Slot& s, Post what) noexcept;
   bool try_post(Slot& s) noexcept;
   bool post_read(Slot& s) noexcept;
   bool post_response(Slot& s) noexcept;
   void run_pending() noexcept;
-  void recycle(Slot& s) noexcept;
   void fatal(const char* what) noexcept;
-  void begin_close() noexcept;
-  void maybe_finish() noexcept;
   void wc_error(const ibv_wc& wc, const char* what) noexcept;
 
   RdmaQpOps& ops_;
-  BufferPool& pool_;
-  TargetQueueHandler& handler_;
   RdmaTargetOptions opts_;
   QueueSizing sizing_;
+  BindingLimits limits_;
   uint32_t recv_lkey_;
   uint32_t pool_lkey_;
   bool inline_cqe_;
-  TransportAddress local_;
-  std::string peer_;
 
-  State state_ = State::live;
-  bool created_ = false;
-  bool closed_notified_ = false;
-  bool destroyed_ = false;
   bool in_completion_ = false;
-  uint16_t qid_ = 0;
-  uint16_t sq_entries_ = 0;
-  uint16_t sqhd_ = 0;
-  unsigned core_held_ = 0;
   unsigned recv_outstanding_ = 0;
   unsigned send_outstanding_ = 0;  // signaled WRs posted, not completed
   uint32_t sq_used_ = 0;
   uint16_t pend_head_ = kNone;
   uint16_t pend_tail_ = kNone;
 
-  std::vector<Slot> slots_;
-  std::vector<uint16_t> free_slots_;
   std::vector<Recv> recvs_;
 };
 
