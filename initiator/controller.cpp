@@ -605,6 +605,7 @@ Result<std::unique_ptr<IoQueue>> Controller::connect_io_queue(uint16_t qid, uint
   qo.data_digest = opts_.data_digest;
   qo.in_capsule_limit = io_in_capsule_bytes();
   qo.connect_timeout = opts_.connect_timeout;
+  qo.busy_poll = opts_.io_busy_poll;
   auto q = opts_.connector(qo);
   if (!q) {
     return make_error(fmt::format("cannot connect I/O queue {} to {}: {}", qid, transport::to_uri(opts_.address),

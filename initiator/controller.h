@@ -95,6 +95,7 @@ struct ControllerOptions {
   bool scan_namespaces = true;              // Identify active NS list + each namespace (I/O controllers)
   std::chrono::milliseconds command_timeout{10000};
   std::chrono::milliseconds connect_timeout{5000};
+  std::chrono::microseconds io_busy_poll{0};  // I/O queues: HostQueueOptions::busy_poll
   QueueConnector connector;                 // required
 };
 

@@ -40,6 +40,9 @@ struct HostQueueOptions {
   bool header_digest = false;          // NVMe/TCP
   bool data_digest = false;            // NVMe/TCP
   uint32_t in_capsule_limit = 0;       // bytes of write data sent in the capsule (from IOCCSZ); 0 = none
+  // poll() keeps trying without sleeping this long before it blocks: a benchmark trades CPU for latency
+  // and throughput (no sleep/wake-up per completion), the CLI and attach keep 0 (sleep at once).
+  std::chrono::microseconds busy_poll{0};
   std::chrono::milliseconds connect_timeout{5000};
 };
 

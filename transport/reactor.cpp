@@ -207,9 +207,9 @@ struct Reactor::Impl {
     return any;
   }
 
-  bool run_timers() {
+  // Timers due at `now`. The busy loop calls this every turn: when nothing is due it costs one compare.
+  bool run_timers(Clock::time_point now) {
     bool any = false;
-    auto now = Clock::now();
     while (!timers.empty() && timers.top().deadline <= now) {
       uint64_t id = timers.top().id;
       timers.pop();
@@ -220,9 +220,12 @@ struct Reactor::Impl {
       fn();
       any = true;
     }
-    // Drop cancelled timers at the top so they do not shorten the sleep.
-    while (!timers.empty() && timer_fns.find(timers.top().id) == timer_fns.end()) timers.pop();
     return any;
+  }
+
+  // Drop cancelled timers at the top so they do not shorten the sleep (before sleeping only).
+  void drop_cancelled_timers() {
+    while (!timers.empty() && timer_fns.find(timers.top().id) == timer_fns.end()) timers.pop();
   }
 
   // Reap every available CQE: copy them out in one pass (io_uring_for_each_cqe + one cq_advance), then
@@ -429,14 +432,18 @@ bool Reactor::run_once(bool block) {
     im.pollers_dirty = false;
   }
   if (im.has_posted.load(std::memory_order_acquire) && im.drain_posted()) work = true;
-  if (!im.timers.empty() && im.run_timers()) work = true;
+  // One clock read per turn (timers, busy-poll window): a busy loop spends its time here otherwise.
+  auto now = Clock::now();
+  if (!im.timers.empty() && im.run_timers(now)) work = true;
   if (im.reap() != 0) work = true;
 
-  auto now = Clock::now();
   if (work) im.last_work = now;
+  bool slept = false;
   const bool idle = !work && now - im.last_work >= im.opts.busy_poll;
   if (block && idle && !im.stop_requested.load(std::memory_order_relaxed) &&
       !im.has_posted.load(std::memory_order_acquire)) {
+    im.drop_cancelled_timers();
+    slept = true;
     Clock::duration wait = kMaxSleep;
     if (!im.timers.empty()) wait = std::min<Clock::duration>(wait, im.timers.top().deadline - now);
     im.submit_and_wait(wait);
@@ -445,7 +452,7 @@ bool Reactor::run_once(bool block) {
   }
   if (im.reap() != 0) {
     work = true;
-    im.last_work = Clock::now();
+    im.last_work = slept ? Clock::now() : now;  // after a sleep `now` is stale: poll a full window again
   }
   return work;
 }

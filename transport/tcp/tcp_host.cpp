@@ -116,15 +116,22 @@ class TcpHostQueue final : public HostQueue, private PduReceiver::Handler {
   int poll(unsigned min_completions, std::chrono::milliseconds timeout) noexcept override {
     if (error_ != 0) return -error_;
     if (fd_ < 0) return -ENOTCONN;
-    const auto deadline = Clock::now() + timeout;
+    const auto start = Clock::now();
+    const auto deadline = start + timeout;
+    auto spin_until = start + opts_.busy_poll;
     completed_ = 0;
     for (;;) {
       bool progress = flush_tx();
       if (error_ == 0) progress |= receive();
       if (error_ != 0) return -error_;
       if (min_completions != 0 && completed_ >= min_completions) break;
-      if (progress) continue;
-      if (min_completions == 0 || Clock::now() >= deadline) break;
+      const auto now = Clock::now();
+      if (progress) {
+        spin_until = now + opts_.busy_poll;
+        continue;
+      }
+      if (min_completions == 0 || now >= deadline) break;
+      if (now < spin_until) continue;  // busy-poll: another non-blocking round instead of a sleep
       short events = POLLIN;
       if (!tx_.empty() || txq_head_ != kNone) events |= POLLOUT;
       int rc = wait_fd(fd_, events, deadline, wake_fd_);
