@@ -29,6 +29,10 @@ unsigned PduReceiver::prepare(iovec* iov) noexcept {
     iov[n++] = iovec{dst_ + (cur_.data_len - data_left_), data_left_};
     room = std::min(room, kStagingWhileDirect);
     direct_ = true;
+  } else if (long_payloads_) {
+    // Long payloads are flowing: a big staging read would pull the next one's data through staging (a
+    // second copy of up to the whole staging size). Read just past the next headers instead.
+    room = std::min(room, kStagingWhileDirect);
   }
   if (room != 0) iov[n++] = iovec{buf_.get() + tail_, room};
   return n;
@@ -87,6 +91,7 @@ bool PduReceiver::step(Handler& h) noexcept {
         return false;
       }
       cur_ = *info;
+      if (info->data_len != 0) long_payloads_ = info->data_len >= kDirectMin;
       hdr_len_ = std::min<uint32_t>(info->header_len, static_cast<uint32_t>(hdr_.size()));
       std::memcpy(hdr_.data(), staged(), hdr_len_);
       consume(info->header_len);

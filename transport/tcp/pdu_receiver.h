@@ -12,7 +12,8 @@
 // small destination cut a recv short. Data shorter than kDirectMin comes in through staging with the PDUs
 // around it (one recv carries many 4 KiB in-capsule writes or C2HData PDUs) and is copied out; the rest of
 // a longer payload is received straight into its destination (a two-element iovec: the destination, then
-// a little staging for the digest and the next headers).
+// a little staging for the digest and the next headers). While long payloads flow, reads between them are
+// kept short too, so that the next payload is not pulled through staging.
 #pragma once
 
 #include <sys/uio.h>
@@ -110,6 +111,7 @@ class PduReceiver {
   uint8_t* dst_ = nullptr;       // where the current PDU's data goes (nullptr: dropped)
   uint32_t data_left_ = 0;       // data bytes of the current PDU still to come
   bool direct_ = false;          // the last prepare() offered the destination itself as the first iovec
+  bool long_payloads_ = false;   // the last PDU with data had a long payload (>= kDirectMin)
 };
 
 }  // namespace rdmablk::transport::tcp
