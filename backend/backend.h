@@ -29,6 +29,9 @@ struct Capabilities {
   bool fua = false;                   // per-write Force Unit Access (RWF_DSYNC)
   bool write_zeroes = false;          // efficient zeroing (fallocate ZERO_RANGE)
   bool deallocate = false;            // discard / hole punch
+  // Deallocated blocks read back as zeroes (Identify Namespace DLFEAT): the target may then serve Write
+  // Zeroes with Deallocate by deallocating. False where deallocate does not touch the data (null).
+  bool deallocated_reads_zeroes = false;
   bool volatile_write_cache = false;  // completes writes before they are durable (buffered I/O, ram)
   bool read_only = false;
 };
@@ -63,8 +66,13 @@ struct QueueOptions {
   std::span<const iovec> buffers;  // buffers to register (io_uring fixed buffers); may be empty
 };
 
-// submit()'s answer when depth requests are already in flight.
-inline constexpr Status queue_full = protocol::status::internal_error;
+// submit()'s answer when `depth` requests are already in flight. Not an NVMe status: its Status Code Type
+// is a reserved one (6h; NVMe Base 2.0 Figure 101 reserves 4h-6h), so it cannot be mistaken for a status a
+// command completes with (Internal Error included) and is never sent to a host: the target core waits for a
+// completion to make room and submits again.
+inline constexpr Status queue_full{static_cast<protocol::StatusCodeType>(0x6), 0xFF};
+static_assert(!queue_full.ok() && !queue_full.dnr());
+static_assert(!queue_full.is(protocol::status::internal_error));
 
 class Queue {
  public:
@@ -75,8 +83,8 @@ class Queue {
 
   // Queue a request. A request that can never succeed (range outside the namespace, a write to a
   // read-only namespace, an unsupported op) is refused here with its NVMe status and produces no
-  // completion; a full queue returns `queue_full` (Internal Error without DNR: transient, the caller
-  // reaps and retries; submit never returns it for any other reason).
+  // completion; a full queue returns `queue_full` (transient, not an NVMe status: the caller reaps and
+  // retries; submit never returns it for any other reason).
   // Queued requests reach the kernel at the next flush() or reap().
   virtual Status submit(const Request& req) noexcept = 0;
   // Push queued requests to the kernel. Returns the number pushed (or -errno).

@@ -25,7 +25,7 @@
 // - Size: a missing file is created sparse (ftruncate) when a size is given; an existing file that
 //   is smaller than the configured size is extended sparse (growing never loses data; a log line
 //   says so), refused when read-only; a larger file serves its first `size` bytes.
-// - Full queue: submit() returns `queue_full` (Internal Error without DNR).
+// - Full queue: submit() returns `queue_full` (transient; not an NVMe status).
 // - The ring is created with SINGLE_ISSUER|DEFER_TASKRUN|COOP_TASKRUN|TASKRUN_FLAG|SUBMIT_ALL when the
 //   kernel has them (probed, falling back step by step to none) and R_DISABLED: it is enabled by the
 //   first flush()/reap(), so the thread that first uses a queue owns it. Use and destroy a queue on
@@ -715,6 +715,7 @@ Result<std::unique_ptr<Backend>> open_file_backend(const FileOptions& opts) {
   geo.caps.fua = true;
   geo.caps.write_zeroes = true;
   geo.caps.deallocate = true;
+  geo.caps.deallocated_reads_zeroes = true;  // punch, zero range or written zeroes: see the header comment
   geo.caps.read_only = opts.read_only;
   geo.caps.volatile_write_cache = !block_device || !direct || device_write_cache_volatile(sb.st_rdev);
 

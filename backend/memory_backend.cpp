@@ -4,7 +4,8 @@
 // ram: one anonymous mapping of the namespace size (MAP_NORESERVE: pages appear on first write, so
 // never-written blocks read as zeroes without a memset). Write zeroes and deallocate zero the range
 // and give whole pages back to the kernel (MADV_DONTNEED: they read as zeroes again).
-// null: validates like every backend and never touches data or buffers.
+// null: validates like every backend and never touches data or buffers (so deallocated blocks do not
+// read back as zeroes: caps.deallocated_reads_zeroes is false).
 #include <sys/mman.h>
 
 #include <cerrno>
@@ -142,6 +143,7 @@ Result<Geometry> memory_geometry(const MemoryOptions& opts, const char* kind) {
   geo.caps.fua = true;
   geo.caps.write_zeroes = true;
   geo.caps.deallocate = true;
+  geo.caps.deallocated_reads_zeroes = true;  // ram; make_null_backend clears it
   geo.caps.volatile_write_cache = false;  // nothing is durable, and nothing gets more durable by a flush
   geo.caps.read_only = opts.read_only;
   return geo;
@@ -163,6 +165,7 @@ Result<std::unique_ptr<Backend>> make_ram_backend(const MemoryOptions& opts) {
 Result<std::unique_ptr<Backend>> make_null_backend(const MemoryOptions& opts) {
   auto geo = memory_geometry(opts, "null");
   if (!geo) return tl::unexpected(geo.error());
+  geo->caps.deallocated_reads_zeroes = false;  // deallocate completes without touching anything
   return std::unique_ptr<Backend>(std::make_unique<MemoryBackend>(*geo, opts.size, nullptr));
 }
 

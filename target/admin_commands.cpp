@@ -40,7 +40,7 @@ std::vector<uint8_t> identify_namespace_data(const Namespace& ns) {
   id.flbas = 0;
   id.lbaf[0].lbads = ns.lbads;
   id.nmic = protocol::idns::kNmicShared;
-  if (geo.caps.deallocate && ns.config.backend != BackendKind::null)
+  if (geo.caps.deallocate && geo.caps.deallocated_reads_zeroes)
     id.dlfeat = protocol::idns::kDlfeatReadZeroes | protocol::idns::kDlfeatWriteZeroesDeallocate;
   id.nvmcap.set(geo.num_blocks * geo.block_size);
   if (ns.read_only) id.nsattr |= protocol::idns::kNsattrWriteProtected;

@@ -141,7 +141,7 @@ void TargetCore::on_queue_closed(transport::TargetQueue& queue) noexcept {
 
 void TargetCore::release_queue_if_drained(CoreQueue& q) noexcept {
   // Never touch q.tq here: after the last release() the transport may already have freed it.
-  if (q.closed && q.backend_in_flight == 0 && q.self) {
+  if (q.closed && q.backend_in_flight == 0 && q.parked == 0 && q.self) {
     q.ctrl.reset();
     auto keep = std::move(q.self);  // destroyed at the end of this scope
   }

@@ -142,12 +142,6 @@ class TargetCore final : public transport::TargetQueueHandler {
   // io_commands.cpp
   void handle_io(CoreQueue& q, transport::TargetRequest& req) noexcept;
   void io_data_ready(CoreQueue& q, transport::TargetRequest& req, protocol::Status status) noexcept;
-  // The namespace's backend queue on this reactor, recorded in the request; nullptr (and the command
-  // completed with Internal Error) when it cannot be opened.
-  NsChannel* bind_channel(CoreQueue& q, transport::TargetRequest& req, NsSlot& slot) noexcept;
-  // Submit one backend request and complete the command when it ends.
-  void submit_one(CoreQueue& q, transport::TargetRequest& req, const backend::Request& b) noexcept;
-  bool submit_backend(CoreQueue& q, transport::TargetRequest& req, backend::Request breq) noexcept;
   void io_request_done(CoreQueue& q, transport::TargetRequest& req) noexcept;
 
   void release_queue_if_drained(CoreQueue& q) noexcept;

@@ -32,6 +32,10 @@ struct NsChannel {
   bool fixed_buffers = false;  // opened with the reactor's registered buffers (buf_index 0 usable)
   uint32_t in_flight = 0;
   bool retired = false;  // no longer in any table: freed once drained
+  // Commands waiting for room in a full backend queue, first come first served (linked through
+  // RequestState::next_parked). Never empty unless requests are in flight: their completions make room.
+  TargetRequest* parked_head = nullptr;
+  TargetRequest* parked_tail = nullptr;
   // The reactor's watch on queue->event_fd() (watched = registered): wakes the reactor when completions are
   // due, so that it can sleep while I/O is in flight.
   struct Watch {
@@ -72,11 +76,21 @@ class ReactorState final : public transport::Poller {
   NsChannel* channel(NsSlot& slot) noexcept;
   // Reaps one channel's completions and hands them to the core. Returns how many.
   unsigned reap(NsChannel& ch) noexcept;
+  // Runs a validated command's backend requests (see RequestState) on its channel, and completes the command
+  // when the last one ends (at once when it has none). A full backend queue never fails a command: the
+  // command waits on the channel and goes on when a completion makes room.
+  void submit(CoreQueue& q, TargetRequest& req) noexcept;
   bool poll() noexcept override;
   void detach() noexcept;  // remove the poller and the fd watches (destruction)
 
  private:
   void unwatch(NsChannel& ch) noexcept;
+  // Submits req's backend requests from RequestState::next on. Returns false when the command parked on
+  // the channel, keeping its hold on RequestState::pending; otherwise drops that hold (which may complete it).
+  bool submit_from_next(CoreQueue& q, TargetRequest& req, bool resumed) noexcept;
+  void park(NsChannel& ch, CoreQueue& q, TargetRequest& req, bool front) noexcept;
+  // After a reap made room: parked commands go on, in order, until the backend queue is full again.
+  void resume_parked(NsChannel& ch) noexcept;
 
   TargetCore& core_;
   CoreReactor& reactor_;
@@ -101,20 +115,33 @@ struct CoreQueue {
   SubsystemView* view = nullptr;  // I/O queues: this reactor's view of the subsystem
   bool closed = false;            // on_queue_closed seen: complete() becomes release()
   uint32_t backend_in_flight = 0;
+  uint32_t parked = 0;  // commands waiting for room in a full backend queue
   IoCounters counters;
   std::shared_ptr<CoreQueue> self;  // keeps this alive until closed and drained
 };
 
 // Per-request state kept in TargetRequest::core (no allocation per command).
+//
+// An I/O command's lifecycle (io_commands.cpp): handle_io validates it and fills this state, in one place; a
+// command with host data fetches it and io_data_ready checks the access again (the namespace may have changed
+// meanwhile); then ReactorState::submit runs its backend requests - `count` of them: one for Read, Write,
+// Flush and Write Zeroes (op, slba, blocks, fua), one per non-empty range for a DSM deallocate, none for DSM
+// hints - parking the command on its channel while the backend queue is full; the last completion (or the
+// first refusal) completes it through TargetCore::io_request_done.
 enum class Stage : uint8_t { none, connect, write, dsm };
 struct RequestState {
   NsChannel* channel;
+  TargetRequest* next_parked;  // the next command waiting on channel->parked_head's list
   uint64_t slba;
   uint32_t blocks;
-  uint32_t pending;       // backend requests outstanding (DSM: one per range)
+  uint32_t pending;       // backend requests outstanding (DSM: one per range), + 1 while submitting or parked
   uint16_t status_field;  // first error's status field, 0 = none
+  uint16_t count;         // backend requests the command needs (DSM deallocate: its range count)
+  uint16_t next;          // the next of them to submit
   Stage stage;
   uint8_t opcode;
+  backend::Op op;  // Read, Write, Flush, Write Zeroes: the backend operation
+  bool fua;
 };
 static_assert(sizeof(RequestState) <= sizeof(TargetRequest::core));
 static_assert(alignof(RequestState) <= 16);

@@ -85,6 +85,8 @@ TEST_P(BackendTest, GeometryMatchesConfiguration) {
   EXPECT_TRUE(g.caps.fua);
   EXPECT_TRUE(g.caps.write_zeroes);
   EXPECT_TRUE(g.caps.deallocate);
+  // Deallocated blocks read back as zeroes everywhere but on null, which touches nothing.
+  EXPECT_EQ(g.caps.deallocated_reads_zeroes, GetParam() != Kind::null);
   EXPECT_FALSE(g.caps.read_only);
   if (GetParam() == Kind::file_buffered || GetParam() == Kind::file_direct) {
     EXPECT_TRUE(g.caps.volatile_write_cache);  // a file's allocations need fdatasync
@@ -249,6 +251,8 @@ TEST_P(BackendTest, FullQueueIsTransient) {
   const Status full = (*q)->submit(rw(Op::read, 9, 1, buf.get()));
   EXPECT_EQ(full, queue_full);
   EXPECT_FALSE(full.dnr());  // the caller retries
+  // Refusals keep their NVMe status on a full queue too: only a request that could be queued gets queue_full.
+  EXPECT_EQ((*q)->submit(rw(Op::read, kSize / kBs, 1, buf.get())), st::lba_out_of_range);
   EXPECT_EQ((*q)->in_flight(), 4u);
   Completion c[8];
   unsigned got = 0;
@@ -331,6 +335,26 @@ TEST_P(BackendTest, ReapInSmallBatchesReturnsEachCompletionOnce) {
 
 INSTANTIATE_TEST_SUITE_P(AllBackends, BackendTest,
                          ::testing::Values(Kind::file_direct, Kind::file_buffered, Kind::ram, Kind::null), kind_name);
+
+// --- queue_full -------------------------------------------------------------------------------------
+
+TEST(QueueFull, IsNotAnNvmeStatus) {
+  // Its own value: never equal to, nor the same code as, any status a command completes with.
+  EXPECT_FALSE(queue_full.ok());
+  EXPECT_FALSE(queue_full.is(st::internal_error));
+  EXPECT_NE(queue_full, st::internal_error);
+  EXPECT_NE(queue_full, st::internal_error.with_dnr());
+  // A reserved Status Code Type (NVMe Base 2.0 Figure 101: 4h-6h), none of the defined ones.
+  const auto sct = static_cast<unsigned>(queue_full.sct());
+  EXPECT_GE(sct, 4u);
+  EXPECT_LE(sct, 6u);
+  // The errno mapper, the other source of backend statuses, never produces it.
+  for (int e = 0; e < 200; ++e) {
+    EXPECT_FALSE(status_from_errno(e).is(queue_full)) << e;
+    for (Op op : {Op::read, Op::write, Op::flush, Op::write_zeroes, Op::deallocate})
+      EXPECT_FALSE(status_from_errno(-e, op).is(queue_full)) << e;
+  }
+}
 
 // --- configuration errors of ram/null ---------------------------------------------------------------
 

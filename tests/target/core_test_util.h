@@ -165,7 +165,17 @@ class FakeTargetQueue final : public transport::TargetQueue {
 
   void fetch_data(TargetRequest& req) noexcept override {
     ++fetches;
+    if (hold_fetches) {  // the data is "on the wire" until deliver_held_fetches()
+      held_fetches.push_back(&req);
+      return;
+    }
     handler_.on_data_ready(req, fetch_status);
+  }
+  // The host data of the fetches held back by hold_fetches arrives now.
+  void deliver_held_fetches() {
+    auto held = std::move(held_fetches);
+    held_fetches.clear();
+    for (TargetRequest* r : held) handler_.on_data_ready(*r, fetch_status);
   }
   void complete(TargetRequest& req, bool with_data) noexcept override {
     Completed c;
@@ -205,6 +215,8 @@ class FakeTargetQueue final : public transport::TargetQueue {
   std::vector<uint16_t> released;
   p::Status fetch_status = st::success;
   int fetches = 0;
+  bool hold_fetches = false;  // fetch_data() keeps the request until deliver_held_fetches()
+  std::vector<TargetRequest*> held_fetches;
   bool closed = false;
   std::string close_reason;
   bool connected = false;

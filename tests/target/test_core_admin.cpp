@@ -70,6 +70,22 @@ TEST_F(CoreAdmin, IdentifyNamespace) {
   EXPECT_EQ(ns1.lbaf[0].lbads, 9);
 }
 
+// DLFEAT comes from what the backend reports, not from its kind: ram deallocates to zeroes, null deallocates
+// without touching anything (still thin provisioned: Deallocate is accepted).
+TEST(CoreAdminDeallocate, DlfeatFollowsTheBackendCapability) {
+  auto config = test_config();
+  config.subsystems[0].namespaces.push_back(ram_ns(kSub1, 3, 1 << 20, 512, false, BackendKind::null));
+  CoreHarness h(config);
+  auto admin = h.queue();
+  h.bring_up(*admin);
+  const auto ram = from_bytes<p::IdentifyNamespace>(h.identify(*admin, p::Cns::namespace_, 1).data);
+  EXPECT_EQ(ram.dlfeat, p::idns::kDlfeatReadZeroes | p::idns::kDlfeatWriteZeroesDeallocate);
+  EXPECT_EQ(ram.nsfeat & p::idns::kNsfeatThinProvisioning, p::idns::kNsfeatThinProvisioning);
+  const auto null = from_bytes<p::IdentifyNamespace>(h.identify(*admin, p::Cns::namespace_, 3).data);
+  EXPECT_EQ(null.dlfeat, 0);
+  EXPECT_EQ(null.nsfeat & p::idns::kNsfeatThinProvisioning, p::idns::kNsfeatThinProvisioning);
+}
+
 TEST(CoreAdminReadOnly, ReadOnlyNamespaceIsWriteProtected) {
   CoreHarness h;
   auto admin = h.queue();

@@ -185,6 +185,24 @@ INSTANTIATE_TEST_SUITE_P(
         BadIo{"dsm_data_shorter_than_ranges",
               [](uint16_t cid) { return p::to_sqe(p::make_dsm(cid, 1, 2, p::DsmCommand::kDeallocate, tsgl(16))); },
               dsm_range(0, 1), st::data_sgl_length_invalid},
+        BadIo{"dsm_hints_nsid_not_active",
+              [](uint16_t cid) { return p::to_sqe(p::make_dsm(cid, 9, 1, p::DsmCommand::kIntegralRead, tsgl(16))); },
+              std::vector<uint8_t>(16, 0), st::invalid_namespace},
+        BadIo{"dsm_keyed_sgl_on_tcp",
+              [](uint16_t cid) {
+                return p::to_sqe(p::make_dsm(cid, 1, 1, p::DsmCommand::kDeallocate, p::make_keyed_sgl(0x1000, 16, 9)));
+              },
+              {}, st::sgl_descriptor_type_invalid},
+        BadIo{"write_zeroes_nsid_not_active",
+              [](uint16_t cid) { return p::to_sqe(p::make_write_zeroes(cid, 9, 0, 1)); }, {}, st::invalid_namespace},
+        BadIo{"write_zeroes_past_the_end",
+              [](uint16_t cid) { return p::to_sqe(p::make_write_zeroes(cid, 1, kNsze1 - 1, 2)); }, {},
+              st::lba_out_of_range},
+        BadIo{"above_mdts_beats_sgl_length",  // MDTS is checked before the data SGL
+              [](uint16_t cid) { return p::to_sqe(p::make_read(cid, 1, 0, 4096, tsgl(512))); }, {}, st::invalid_field},
+        BadIo{"sgl_length_beats_lba_range",  // the data SGL is checked before the LBA range
+              [](uint16_t cid) { return p::to_sqe(p::make_read(cid, 1, kNsze1, 2, tsgl(512))); }, {},
+              st::data_sgl_length_invalid},
         BadIo{"property_get_on_io_queue",
               [](uint16_t cid) { return p::to_sqe(p::make_property_get(cid, 0, true)); }, {}, st::invalid_opcode}),
     [](const auto& p_info) { return std::string(p_info.param.name); });
@@ -199,6 +217,68 @@ TEST(CoreIoReadOnly, WritesToAReadOnlyNamespaceAreWriteProtected) {
   EXPECT_EQ(h.run(*io, sqe_of(dsm), dsm_range(0, 1)).status(), st::namespace_write_protected);
   EXPECT_TRUE(h.read(*io, 1, 0, 1, 512).status().ok());
   EXPECT_TRUE(h.run(*io, p::make_flush(h.next_cid(), 1)).status().ok());
+  // DSM with hints only writes nothing: fine on a read-only namespace.
+  auto hint = p::make_dsm(h.next_cid(), 1, 1, p::DsmCommand::kIntegralRead, p::make_transport_sgl(16));
+  EXPECT_TRUE(h.run(*io, sqe_of(hint), std::vector<uint8_t>(16, 0)).status().ok());
+  // Precedence: a wrong data SGL is reported before the write protection, the write protection before the
+  // DSM range list transfer.
+  EXPECT_EQ(h.write(*io, 1, 0, 1, std::vector<uint8_t>(1024, 1)).status(), st::data_sgl_length_invalid);
+  auto short_dsm = p::make_dsm(h.next_cid(), 1, 2, p::DsmCommand::kDeallocate, p::make_transport_sgl(16));
+  EXPECT_EQ(h.run(*io, sqe_of(short_dsm), dsm_range(0, 1)).status(), st::namespace_write_protected);
+}
+
+// The namespace of a Write or DSM deallocate changes while its data moves (a reload between the R2T and the
+// H2CData): the access is checked again, against the namespace as it is when the data arrives.
+TEST_F(CoreIo, AccessIsCheckedAgainWhenTheDataArrives) {
+  auto changed = [](const std::function<void(SubsystemConfig&)>& fn) {
+    auto c = test_config();
+    fn(c.subsystems[0]);
+    return c;
+  };
+  const auto removed = changed([](SubsystemConfig& s) { s.namespaces.erase(s.namespaces.begin()); });
+  const auto read_only = changed([](SubsystemConfig& s) { s.namespaces[0].read_only = true; });
+  const auto shrunk = changed([](SubsystemConfig& s) { s.namespaces[0].size = 64 * 512; });
+  const auto block_4k = changed([](SubsystemConfig& s) { s.namespaces[0].block_size = 4096; });
+  const auto unchanged = test_config();
+  const auto write = [](uint64_t slba) {
+    return [slba](uint16_t cid) { return p::to_sqe(p::make_write(cid, 1, slba, 1, tsgl(512))); };
+  };
+  const auto dsm = [](uint16_t cid) { return p::to_sqe(p::make_dsm(cid, 1, 1, p::DsmCommand::kDeallocate, tsgl(16))); };
+  struct Case {
+    const char* name;
+    const TargetConfig* config;
+    std::function<p::Sqe(uint16_t)> make;
+    std::vector<uint8_t> data;
+    p::Status status;
+  };
+  const Case cases[] = {
+      {"write, namespace removed", &removed, write(0), std::vector<uint8_t>(512, 7), st::invalid_namespace},
+      {"write, namespace now read-only", &read_only, write(0), std::vector<uint8_t>(512, 7),
+       st::namespace_write_protected},
+      {"write, namespace shrunk", &shrunk, write(100), std::vector<uint8_t>(512, 7), st::lba_out_of_range},
+      {"write, other block size", &block_4k, write(0), std::vector<uint8_t>(512, 7), st::lba_out_of_range},
+      {"dsm, namespace removed", &removed, dsm, dsm_range(0, 1), st::invalid_namespace},
+      {"dsm, namespace now read-only", &read_only, dsm, dsm_range(0, 1), st::namespace_write_protected},
+      {"dsm, namespace shrunk", &shrunk, dsm, dsm_range(100, 1), st::lba_out_of_range},
+      {"write, namespace unchanged", &unchanged, write(100), std::vector<uint8_t>(512, 7), st::success},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    io->hold_fetches = true;
+    const uint16_t cid = h.next_cid();
+    io->submit(c.make(cid), c.data);
+    ASSERT_EQ(io->held_fetches.size(), 1u);
+    ASSERT_TRUE(h.core().reload(*c.config));
+    h.reactor.run();  // the reactor takes the new namespace table
+    io->hold_fetches = false;
+    io->deliver_held_fetches();
+    h.reactor.run();
+    const auto r = io->result(cid);
+    ASSERT_TRUE(r.has_value());
+    EXPECT_EQ(r->status(), c.status) << p::status_name(r->status());
+    ASSERT_TRUE(h.core().reload(test_config()));
+    h.reactor.run();
+  }
 }
 
 TEST_F(CoreIo, IoOnADisabledControllerIsASequenceError) {
