@@ -55,6 +55,7 @@ using protocol::kDiscoveryNqn;
 constexpr uint32_t kMaxNsid = 0xFFFFFFFEu;
 constexpr uint32_t kMaxInlineData = 128 * 1024;
 constexpr unsigned kMaxReactors = 1024;
+constexpr unsigned kMaxBusyPollUs = 1000000;
 
 // --- small helpers ----------------------------------------------------------------------------------
 
@@ -272,7 +273,7 @@ class Parser : public config::Reader {
 TargetConfig Parser::parse() {
   YAML::Node root = load_mapping("the configuration is empty (at least `listeners` is required)");
   Mapping top(*this, root, "", location_of(root.Mark()),
-              {"listeners", "subsystems", "reactors", "log_level", "limits"});
+              {"listeners", "subsystems", "reactors", "busy_poll_us", "log_level", "limits"});
 
   TargetConfig config;
   config.source = file();
@@ -313,6 +314,9 @@ TargetConfig Parser::parse() {
            std::to_string(config.reactors) + " reactors on " + std::to_string(cpus) +
                " CPUs: busy-polling threads will compete for cores");
     }
+  }
+  if (const Field* f = top.find("busy_poll_us")) {
+    config.busy_poll_us = static_cast<unsigned>(integer(*f, 0, kMaxBusyPollUs));
   }
   if (const Field* f = top.find("log_level")) {
     auto level = parse_log_level(scalar(*f, "a log level"));

@@ -45,7 +45,6 @@ struct Daemon::Impl {
 
 namespace {
 
-constexpr std::chrono::microseconds kBusyPoll{200};
 
 unsigned reactor_count(const TargetConfig& config) {
   if (config.reactors != 0) return config.reactors;
@@ -110,10 +109,7 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const TargetConfig& config, const 
   for (unsigned i = 0; i < n; ++i) {
     transport::ReactorOptions ro;
     ro.name = "reactor" + std::to_string(i);
-    // Keep polling this long after the last work before sleeping: longer than a fast device's read (an NVMe
-    // SSD's ~80 us, the page cache's less), so that a QD1 command does not pay a sleep and a wakeup, yet
-    // short enough that an idle target sleeps at once.
-    ro.busy_poll = kBusyPoll;
+    ro.busy_poll = std::chrono::microseconds(config.busy_poll_us);
     auto reactor = transport::Reactor::create(ro);
     if (!reactor) return make_error("reactor " + std::to_string(i) + ": " + reactor.error().message);
     auto pool = transport::BufferPool::create(pool_options(config.limits));
@@ -174,7 +170,9 @@ Result<void> Daemon::reload() {
     spdlog::warn("listener changes take effect at the next restart");
     config->listeners = s.config.listeners;
   }
-  if (config->reactors != s.config.reactors) spdlog::warn("reactor changes take effect at the next restart");
+  if (config->reactors != s.config.reactors || config->busy_poll_us != s.config.busy_poll_us) {
+    spdlog::warn("reactor changes (reactors, busy_poll_us) take effect at the next restart");
+  }
   auto summary = s.core->reload(*config);
   if (!summary) return tl::unexpected(summary.error());
   for (const auto& warning : config->warnings) spdlog::warn("{}", warning);

@@ -131,6 +131,7 @@ subsystems:
   EXPECT_EQ(c.listeners[0].role, ListenerRole::io);
   EXPECT_EQ(c.listeners[1].port, 8009);
   EXPECT_EQ(c.reactors, 0u);
+  EXPECT_EQ(c.busy_poll_us, 200u);
   EXPECT_EQ(c.log_level, spdlog::level::info);
   EXPECT_EQ(c.limits.io_queue_depth, 128u);
   EXPECT_EQ(c.limits.admin_queue_depth, 32u);
@@ -270,6 +271,11 @@ listeners: [{address: 127.0.0.1}]
 reactors: [1, 2]
 )"),
             "t.yaml:2:11: reactors: expected an integer, got a list");
+  EXPECT_EQ(parse_error(R"(
+listeners: [{address: 127.0.0.1}]
+busy_poll_us: 2000000
+)"),
+            "t.yaml:2:15: busy_poll_us: 2000000 is out of range (expected 0..1000000)");
   EXPECT_EQ(parse_error(R"(
 listeners:
   address: 127.0.0.1
