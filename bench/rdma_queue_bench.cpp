@@ -124,6 +124,7 @@
 #include "target/config.h"
 #include "target/core.h"
 #include "target/core_reactor.h"
+#include "target/transport_options.h"
 #include "transport/buffer_pool.h"
 #include "transport/rdma/rdma_queue.h"
 #include "transport/reactor.h"
@@ -570,24 +571,6 @@ target::TargetConfig bench_config(const Config& cfg) {
   return c;
 }
 
-// What the daemon gives each reactor and each RDMA queue (target/daemon.cpp pool_options / rdma_options).
-transport::BufferPoolOptions pool_options(const target::QueueLimits& limits) {
-  transport::BufferPoolOptions o;
-  o.small_size = std::max<std::size_t>(16 * 1024, std::max(limits.admin_inline_data, limits.io_inline_data));
-  o.small_count = 1024;
-  o.large_size = limits.max_io_size;
-  o.large_count = std::max(16u, static_cast<unsigned>((64u << 20) / limits.max_io_size));
-  return o;
-}
-
-transport::rdma::RdmaTargetOptions rdma_options(const target::QueueLimits& limits) {
-  transport::rdma::RdmaTargetOptions o;
-  o.admin_in_capsule = limits.admin_inline_data;
-  o.io_in_capsule = limits.io_inline_data;
-  o.max_queue_depth = static_cast<uint16_t>(std::max(limits.io_queue_depth, limits.admin_queue_depth));
-  o.max_data_transfer = limits.max_io_size;
-  return o;
-}
 
 // A ConnectX-5-like device.
 transport::rdma::DeviceLimits device_limits() {
@@ -787,7 +770,7 @@ struct Bench {
       lane->index = i;
       lane->cpu = cpus[i];
       lane->qid = shared_controller() ? static_cast<uint16_t>(i + 1) : uint16_t{1};
-      auto pl = transport::BufferPool::create(pool_options(config.limits));
+      auto pl = transport::BufferPool::create(target::buffer_pool_options(config.limits));
       if (!pl) die("buffer pool: " + pl.error().message);
       lane->pool = std::move(*pl);
       lane->driver = std::make_unique<Driver>(cfg.driver, *lane->pool, i);
@@ -886,7 +869,7 @@ struct Bench {
   }
 
   void connect_admin(Lane& l) {
-    const auto opts = rdma_options(config.limits);
+    const auto opts = target::rdma_target_options(config.limits);
     l.admin = make_queue(*l.cq, *l.pool, core_of(l), opts, 0, 32, 0);
     auto r = connect(*l.driver, *l.cq, *l.admin.qp, ++l.next_cid, 0, 31, p::kCntlidDynamic);
     if (!r.get_status().ok()) die(fmt::format("admin Connect failed: {}", p::status_name(r.get_status())));
@@ -899,7 +882,7 @@ struct Bench {
   }
 
   void connect_io(Lane& l) {
-    const auto opts = rdma_options(config.limits);
+    const auto opts = target::rdma_target_options(config.limits);
     // lanes[0]->cntlid was written by lane 0 in an earlier task (ordered by the task mutex).
     const uint16_t cntlid = shared_controller() ? lanes[0]->cntlid : l.cntlid;
     const auto entries = static_cast<uint16_t>(cfg.queue_size);

@@ -13,6 +13,7 @@
 
 #include "target/core.h"
 #include "target/core_reactor.h"
+#include "target/transport_options.h"
 #include "transport/buffer_pool.h"
 #include "transport/reactor.h"
 #include "transport/rdma/rdma_target.h"
@@ -52,36 +53,6 @@ unsigned reactor_count(const TargetConfig& config) {
   return n == 0 ? 1 : n;
 }
 
-transport::BufferPoolOptions pool_options(const QueueLimits& limits) {
-  transport::BufferPoolOptions o;
-  // Small buffers carry in-capsule data and small I/O; large ones anything up to the max I/O size.
-  o.small_size = std::max<std::size_t>(16 * 1024, std::max(limits.admin_inline_data, limits.io_inline_data));
-  o.small_count = 1024;
-  o.large_size = limits.max_io_size;
-  // About 64 MiB of large buffers per reactor: enough for a queue depth of data at 512 KiB each.
-  o.large_count = std::max(16u, static_cast<unsigned>((64u << 20) / limits.max_io_size));
-  return o;
-}
-
-transport::tcp::TcpTargetOptions tcp_options(const QueueLimits& limits) {
-  transport::tcp::TcpTargetOptions o;
-  o.admin_in_capsule = limits.admin_inline_data;
-  o.io_in_capsule = limits.io_inline_data;
-  o.max_queue_depth = static_cast<uint16_t>(std::max(limits.io_queue_depth, limits.admin_queue_depth));
-  o.max_data_transfer = limits.max_io_size;
-  return o;
-}
-
-transport::rdma::RdmaTargetOptions rdma_options(const QueueLimits& limits) {
-  transport::rdma::RdmaTargetOptions o;
-  o.admin_in_capsule = limits.admin_inline_data;
-  // Equal to what Identify's IOCCSZ advertises, so hosts never send more in-capsule data than we post.
-  o.io_in_capsule = limits.io_inline_data;
-  o.max_queue_depth = static_cast<uint16_t>(std::max(limits.io_queue_depth, limits.admin_queue_depth));
-  o.max_data_transfer = limits.max_io_size;
-  return o;
-}
-
 unsigned live_connections() {
   return transport::tcp::live_tcp_target_connections() + transport::rdma::live_rdma_target_queues();
 }
@@ -112,7 +83,7 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const TargetConfig& config, const 
     ro.busy_poll = std::chrono::microseconds(config.busy_poll_us);
     auto reactor = transport::Reactor::create(ro);
     if (!reactor) return make_error("reactor " + std::to_string(i) + ": " + reactor.error().message);
-    auto pool = transport::BufferPool::create(pool_options(config.limits));
+    auto pool = transport::BufferPool::create(buffer_pool_options(config.limits));
     if (!pool) return make_error("buffer pool for reactor " + std::to_string(i) + ": " + pool.error().message);
     s.adapters.push_back(std::make_unique<ReactorAdapter>(**reactor, pool->get()));
     s.reactors.push_back(std::move(*reactor));
@@ -137,13 +108,13 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const TargetConfig& config, const 
     transport::TransportAddress address{l.transport, l.address, l.port};
     const transport::TransportAddress* bound = nullptr;
     if (l.transport == transport::TransportType::tcp) {
-      auto listener = transport::tcp::TcpListener::create(address, slots, *s.core, tcp_options(config.limits));
+      auto listener = transport::tcp::TcpListener::create(address, slots, *s.core, tcp_target_options(config.limits));
       if (!listener) return make_error(where + ": listeners: " + listener.error().message);
       bound = &(*listener)->address();
       s.tcp_listeners.push_back(std::move(*listener));
     } else {
       auto listener =
-          transport::rdma::RdmaListener::create(address, slots, *s.core, rdma_options(config.limits));
+          transport::rdma::RdmaListener::create(address, slots, *s.core, rdma_target_options(config.limits));
       if (!listener) return make_error(where + ": listeners: " + listener.error().message);
       bound = &(*listener)->address();
       s.rdma_listeners.push_back(std::move(*listener));
