@@ -41,6 +41,8 @@ enum class N2sUnit { none, per_sec, byte, byte_per_sec };
 std::string num2str(uint64_t num, int maxdigits, int base, bool pow2, N2sUnit unit);
 
 std::string text_report(const std::vector<JobResult>& results);
+// The client's CPU time (usr + sys over the job) per completed I/O, in microseconds; 0 without I/O.
+double cpu_us_per_io(const JobResult& r) noexcept;
 nlohmann::ordered_json json_report(const Options& global_options, const std::vector<JobResult>& results,
                                    std::chrono::system_clock::time_point when);
 

@@ -116,3 +116,16 @@ TEST(JsonReport, MatchesFioFieldNamesAndTypes) {
   EXPECT_NEAR(job["latency_us"]["250"].get<double>(), 100.0, 1e-9);  // every sample in [100, 250) us
   EXPECT_TRUE(job["usr_cpu"].is_number_float());
 }
+
+TEST(Report, CpuPerIoIsTheJobsCpuTimeOverItsIos) {
+  auto r = sample_result();  // 1000 reads in a 1000 ms job
+  r.usr_cpu = 10.0;
+  r.sys_cpu = 30.0;  // 40% of 1 s = 400 ms of CPU -> 400 us per I/O
+  EXPECT_DOUBLE_EQ(cpu_us_per_io(r), 400.0);
+  EXPECT_NE(text_report({r}).find("  cpu per I/O  : 400.00 us\n"), std::string::npos);
+  auto j = json_report({}, {r}, std::chrono::system_clock::now());
+  EXPECT_DOUBLE_EQ(j["jobs"][0]["cpu_us_per_io"].get<double>(), 400.0);
+  r.read.ios = 0;
+  EXPECT_EQ(cpu_us_per_io(r), 0.0);
+  EXPECT_EQ(text_report({r}).find("cpu per I/O"), std::string::npos);
+}
