@@ -201,11 +201,10 @@ void RdmaTargetQueue::on_recv(Recv& r, const ibv_wc& wc) noexcept {
   if (wc.byte_len < kSqeSize) return fatal("capsule shorter than a 64-byte SQE");
   Slot* s = take_slot(p::load<p::Sqe>(r.buf));
   if (s == nullptr) return fatal("more commands outstanding than the queue size");
-  parse_capsule(*s, r.buf, wc.byte_len, r.ctx.index);
+  parse_capsule(*s, wc.byte_len, r.ctx.index);
 }
 
-void RdmaTargetQueue::parse_capsule(Slot& s, const uint8_t* buf, uint32_t len, uint16_t recv_index) noexcept {
-  (void)buf;
+void RdmaTargetQueue::parse_capsule(Slot& s, uint32_t len, uint16_t recv_index) noexcept {
   s.keyed = false;
   s.invalidate = false;
   s.post = Post::none;

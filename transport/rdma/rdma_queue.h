@@ -203,7 +203,7 @@ class RdmaTargetQueue final : public TargetQueueBase<RdmaTargetQueue, RdmaSlot> 
   void on_recv(Recv& r, const ibv_wc& wc) noexcept;
   void on_send_done(Slot& s, const ibv_wc& wc) noexcept;
   void on_read_done(Slot& s, const ibv_wc& wc) noexcept;
-  void parse_capsule(Slot& s, const uint8_t* buf, uint32_t len, uint16_t recv_index) noexcept;
+  void parse_capsule(Slot& s, uint32_t len, uint16_t recv_index) noexcept;
   void queue_post(Slot& s, Post what) noexcept;
   bool try_post(Slot& s) noexcept;
   bool post_read(Slot& s) noexcept;

@@ -125,12 +125,14 @@ class TcpHostQueue final : public HostQueue, private PduReceiver::Handler {
       if (error_ == 0) progress |= receive();
       if (error_ != 0) return -error_;
       if (min_completions != 0 && completed_ >= min_completions) break;
-      const auto now = Clock::now();
       if (progress) {
-        spin_until = now + opts_.busy_poll;
+        // Only a busy-polling queue needs the time here: the others read the clock just before sleeping.
+        if (opts_.busy_poll.count() != 0) spin_until = Clock::now() + opts_.busy_poll;
         continue;
       }
-      if (min_completions == 0 || now >= deadline) break;
+      if (min_completions == 0) break;
+      const auto now = Clock::now();
+      if (now >= deadline) break;
       if (now < spin_until) continue;  // busy-poll: another non-blocking round instead of a sleep
       short events = POLLIN;
       if (!tx_.empty() || txq_head_ != kNone) events |= POLLOUT;

@@ -185,8 +185,7 @@ void TcpTargetQueue::on_capsule() noexcept {
     return fatal(pt::PduError{0, "more commands outstanding than the queue depth", pt::Fes::pdu_sequence_error},
                  rx_.header());
   }
-  Slot& s = *sp;
-  s.tx = Tx::none;
+  Slot& s = *sp;  // tx is none: on_recycle() reset it
   const uint32_t icd_len = rx_.pdu().data_len;
   if (cid_busy(s.cid)) return reject(s, p::status::command_id_conflict);
   set_cid(s.cid);
@@ -399,7 +398,6 @@ void TcpTargetQueue::kick_tx() noexcept {
 
 void TcpTargetQueue::submit_send() noexcept {
   send_inflight_ = true;
-  ++sends_;
   io_.send(tx_.pending(), tx_.pending_count());
 }
 

@@ -98,7 +98,6 @@ class TcpTargetQueue final : public TargetQueueBase<TcpTargetQueue, TcpSlot>, pr
 
   // Introspection (tests).
   const protocol::tcp::TcpSession& session() const noexcept { return session_; }
-  unsigned sends() const noexcept { return sends_; }
 
  private:
   friend class TargetQueueBase<TcpTargetQueue, TcpSlot>;
@@ -170,7 +169,6 @@ class TcpTargetQueue final : public TargetQueueBase<TcpTargetQueue, TcpSlot>, pr
   // Send.
   TxBatch tx_;
   bool send_inflight_ = false;
-  unsigned sends_ = 0;
   uint16_t txq_head_ = kNone;
   uint16_t txq_tail_ = kNone;
   std::array<uint16_t, TxBatch::kMaxIov> tx_done_{};  // slots whose CapsuleResp is in the batch
