@@ -18,10 +18,41 @@ const char* rw_name(RwMode m) noexcept {
     case RwMode::write: return "write";
     case RwMode::randread: return "randread";
     case RwMode::randwrite: return "randwrite";
+    case RwMode::trim: return "trim";
+    case RwMode::randtrim: return "randtrim";
     case RwMode::rw: return "rw";
     case RwMode::randrw: return "randrw";
   }
   return "?";
+}
+
+const char* ddir_name(Ddir d) noexcept {
+  switch (d) {
+    case kRead: return "read";
+    case kWrite: return "write";
+    case kTrim: return "trim";
+  }
+  return "?";
+}
+
+uint64_t JobSpec::max_bs() const noexcept {
+  uint64_t m = 0;
+  for (std::size_t d = 0; d < kDdirs; ++d) {
+    const auto& b = bs[d];
+    m = std::max(m, b.max);
+    for (const auto& s : b.split) m = std::max(m, s.bs);
+  }
+  return m;
+}
+
+uint64_t JobSpec::min_bs() const noexcept {
+  uint64_t m = UINT64_MAX;
+  for (std::size_t d = 0; d < kDdirs; ++d) {
+    const auto& b = bs[d];
+    if (b.split.empty()) m = std::min(m, b.min);
+    for (const auto& s : b.split) m = std::min(m, s.bs);
+  }
+  return m;
 }
 
 namespace {
@@ -139,7 +170,7 @@ Result<void> apply(JobSpec& job, const std::string& key, std::string_view value)
     auto v = parse_size(value);
     if (!v) return to_void(v);
     if (*v < 512 || *v % 512 || *v > (uint64_t{1} << 30)) return make_error("must be a multiple of 512 up to 1g");
-    job.bs = *v;
+    for (auto& b : job.bs) b.min = b.max = *v;
     return {};
   }
   if (key == "iodepth") {
@@ -180,8 +211,8 @@ Result<void> apply(JobSpec& job, const std::string& key, std::string_view value)
   }
   if (key == "verify") {
     std::string v = lower(trim(value));
-    if (v == "crc32c") job.verify = true;
-    else if (v == "0" || v == "none") job.verify = false;
+    if (v == "crc32c") job.verify = VerifyKind::crc32c;
+    else if (v == "0" || v == "none") job.verify = VerifyKind::none;
     else return make_error("only verify=crc32c (or 0/none) is supported");
     return {};
   }
@@ -205,14 +236,14 @@ bool known_key(const std::string& key) {
 
 Result<void> validate(const JobSpec& j) {
   if (j.time_based && j.runtime.count() == 0) return make_error("time_based needs a runtime");
-  if (j.verify && (j.rw == RwMode::rw || j.rw == RwMode::randrw)) {
+  if (j.verify != VerifyKind::none && (j.rw == RwMode::rw || j.rw == RwMode::randrw)) {
     return make_error("verify=crc32c works with rw=write|randwrite (write, then verify) or read|randread");
   }
-  if (j.verify && j.numjobs > 1 && does_writes(j.rw) && (j.size == 0 || j.offset_increment < j.size)) {
+  if (j.verify != VerifyKind::none && j.numjobs > 1 && does_writes(j.rw) && (j.size == 0 || j.offset_increment < j.size)) {
     return make_error("numjobs > 1 with verify needs size and offset_increment >= size, so copies do not "
                       "overwrite each other's blocks");
   }
-  if (j.size && j.size < j.bs) return make_error(fmt::format("size ({}) is smaller than bs ({})", j.size, j.bs));
+  if (j.size && j.size < j.max_bs()) return make_error(fmt::format("size ({}) is smaller than bs ({})", j.size, j.max_bs()));
   if (j.offset % 512) return make_error("offset must be a multiple of 512");
   return {};
 }

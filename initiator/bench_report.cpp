@@ -162,7 +162,7 @@ std::string text_report(const std::vector<JobResult>& results) {
     out += fmt::format("{}: (groupid=0, jobs=1): err={:2}: pid={}: {}\n", r.spec.name, r.error, ::getpid(),
                        ctime_string(r.job_start_ms));
     if (r.error) out += fmt::format("  error: {}\n", r.error_message);
-    if (r.read.ios || does_reads(r.spec.rw) || r.spec.verify) show_ddir(out, "read", r.read);
+    if (r.read.ios || does_reads(r.spec.rw) || r.spec.verify != VerifyKind::none) show_ddir(out, "read", r.read);
     if (r.write.ios || does_writes(r.spec.rw)) show_ddir(out, "write", r.write);
     out += fmt::format("  cpu          : usr={:.2f}%, sys={:.2f}%, ctx={}, majf={}, minf={}\n", r.usr_cpu, r.sys_cpu,
                        r.ctx, r.majf, r.minf);

@@ -131,7 +131,7 @@ class Job {
     if (!ns) return make_error(fmt::format("{}: namespace {} is not active", ctrl_->where(), nsid), ENODEV);
     nsid_ = nsid;
     lba_size_ = ns->block_size;
-    bs_ = spec_.bs;
+    bs_ = spec_.bs[kRead].min;
     if (bs_ % lba_size_) {
       return make_error(fmt::format("bs={} is not a multiple of namespace {}'s block size {}", bs_, nsid, lba_size_), EINVAL);
     }
@@ -185,9 +185,9 @@ class Job {
       slots_[i].cmd.on_complete = &Job::on_complete;
       free_.push_back(i);
     }
-    const bool write_then_verify = spec_.verify && does_writes(spec_.rw);
+    const bool write_then_verify = spec_.verify != VerifyKind::none && does_writes(spec_.rw);
     if (write_then_verify) written_.assign((blocks_ + 63) / 64, 0);
-    check_reads_ = spec_.verify && !does_writes(spec_.rw);
+    check_reads_ = spec_.verify != VerifyKind::none && !does_writes(spec_.rw);
     m_ = std::bit_ceil(blocks_);
     perm_a_ = m_ >= 4 ? ((rng_() & (m_ - 1) & ~uint64_t{3}) | 1) : 1;
     perm_c_ = m_ >= 2 ? ((rng_() | 1) & (m_ - 1)) : 0;

@@ -41,7 +41,7 @@ verify=crc32c
   ASSERT_EQ(f.jobs.size(), 2u);
   const auto& a = f.jobs[0];
   EXPECT_EQ(a.name, "small");
-  EXPECT_EQ(a.bs, 4096u);
+  EXPECT_EQ(a.bs[kRead].min, 4096u);
   EXPECT_EQ(a.iodepth, 8u);
   EXPECT_EQ(a.rw, RwMode::randread);
   EXPECT_EQ(a.size, 1u << 20);
@@ -50,9 +50,9 @@ verify=crc32c
   EXPECT_EQ(a.filename->subnqn, "nqn.2024-01.io.rdmablk:vol0");
   EXPECT_EQ(a.where, "jobs.fio:9");
   const auto& b = f.jobs[1];
-  EXPECT_EQ(b.bs, 131072u);
+  EXPECT_EQ(b.bs[kRead].min, 131072u);
   EXPECT_EQ(b.rw, RwMode::write);
-  EXPECT_TRUE(b.verify);
+  EXPECT_EQ(b.verify, VerifyKind::crc32c);
   EXPECT_EQ(b.iodepth, 8u);
   // fio's "job options" hold the section's own keys; "global options" the [global] ones.
   ASSERT_EQ(b.options.size(), 3u);
@@ -65,8 +65,8 @@ verify=crc32c
 TEST(JobParser, GlobalAfterAJobOnlyAffectsLaterJobs) {
   auto f = parse_ok("[first]\nrw=read\n[global]\nbs=8k\n[second]\nrw=write\n");
   ASSERT_EQ(f.jobs.size(), 2u);
-  EXPECT_EQ(f.jobs[0].bs, 4096u);
-  EXPECT_EQ(f.jobs[1].bs, 8192u);
+  EXPECT_EQ(f.jobs[0].bs[kRead].min, 4096u);
+  EXPECT_EQ(f.jobs[1].bs[kRead].min, 8192u);
 }
 
 TEST(JobParser, NumjobsExpandsIntoCopiesWithOffsetIncrement) {
