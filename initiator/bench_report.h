@@ -29,6 +29,8 @@ struct JobResult {
   std::string error_message;
   DirectionStats read;
   DirectionStats write;
+  DirectionStats trim;
+  std::vector<IntervalSample> timeline;  // every ~log_avg_msec (default 500 ms) while the job ran
   uint64_t job_start_ms = 0;      // wall clock, ms since the epoch
   uint64_t job_runtime_ms = 0;
   double usr_cpu = 0;             // percent of job_runtime

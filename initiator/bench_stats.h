@@ -70,4 +70,13 @@ struct DirectionStats {
   double iops() const noexcept { return runtime_ms() ? 1000.0 * static_cast<double>(ios) / static_cast<double>(runtime_ms()) : 0; }
 };
 
+// One interval of a job's progress (for bandwidth/IOPS logs and --plot): what completed in
+// (t_ms - interval, t_ms], per direction (read, write, trim). t_ms counts from the job's start, ramp
+// included.
+struct IntervalSample {
+  uint64_t t_ms = 0;
+  std::array<uint64_t, 3> ios{};
+  std::array<uint64_t, 3> bytes{};
+};
+
 }  // namespace rdmablk::initiator::bench
