@@ -61,6 +61,9 @@ struct FakeTarget {
   std::vector<uint32_t> log_page_lengths;
   std::atomic<int> keep_alives{0};
   std::atomic<int> connects{0};
+  std::atomic<int> flushes{0};
+  std::atomic<int> dsm_ranges{0};  // deallocated ranges (their blocks read back as zeroes)
+  std::atomic<int> io_commands{0};
   std::string last_hostnqn;
   p::ConnectCommand last_connect{};
 
@@ -265,6 +268,7 @@ struct FakeTarget {
     // NVM I/O
     auto* ns = find_ns(sqe.hdr.nsid.get());
     if (!ns) return err(p::status::invalid_namespace);
+    ++io_commands;
     switch (static_cast<p::IoOpcode>(sqe.hdr.opcode)) {
       case p::IoOpcode::read:
       case p::IoOpcode::write: {
@@ -283,14 +287,24 @@ struct FakeTarget {
         }
         return ok();
       }
-      case p::IoOpcode::flush: return ok();
+      case p::IoOpcode::flush: ++flushes; return ok();
       case p::IoOpcode::write_zeroes: {
         auto wz = p::as<p::WriteZeroesCommand>(sqe);
         if (wz.start_lba() + wz.block_count() > ns->blocks) return err(p::status::lba_out_of_range);
         std::memset(ns->data.data() + wz.start_lba() * ns->block_size, 0, wz.block_count() * ns->block_size);
         return ok();
       }
-      case p::IoOpcode::dataset_management: return ok();
+      case p::IoOpcode::dataset_management: {
+        // Deallocate: the ranges read back as zeroes afterwards.
+        for (std::size_t i = 0; i + sizeof(p::DsmRange) <= cmd.data.size(); i += sizeof(p::DsmRange)) {
+          p::DsmRange r;
+          std::memcpy(&r, cmd.data.data() + i, sizeof(r));
+          if (r.slba.get() + r.nlb.get() > ns->blocks) return err(p::status::lba_out_of_range);
+          std::memset(ns->data.data() + r.slba.get() * ns->block_size, 0, uint64_t{r.nlb.get()} * ns->block_size);
+          ++dsm_ranges;
+        }
+        return ok();
+      }
       default: return err(p::status::invalid_opcode);
     }
   }
