@@ -305,7 +305,7 @@ std::string text_report(const std::vector<JobResult>& results) {
     if (e.unified() == UnifiedRw::mixed) {
       show_ddir(out, "mixed", e.mixed(), settings);
     } else {
-      if (e.dirs[kRead].ios || does_reads(s.rw) || s.verify != VerifyKind::none) show_ddir(out, "read", e.dirs[kRead], settings);
+      if (e.dirs[kRead].ios || does_reads(s.rw) || (s.verify != VerifyKind::none && s.do_verify)) show_ddir(out, "read", e.dirs[kRead], settings);
       if (e.dirs[kWrite].ios || does_writes(s.rw)) show_ddir(out, "write", e.dirs[kWrite], settings);
       if (e.dirs[kTrim].ios || does_trims(s.rw)) show_ddir(out, "trim", e.dirs[kTrim], settings);
       if (e.unified() == UnifiedRw::both) show_ddir(out, "mixed", e.mixed(), settings);

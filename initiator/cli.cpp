@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "initiator/bench_job.h"
+#include "initiator/bench_plot.h"
 #include "initiator/bench_report.h"
 #include "initiator/bench_runner.h"
 #include "initiator/cli_common.h"
@@ -127,7 +128,8 @@ int cli_main(int argc, const char* const* argv, const CliEnv& env) {
   app.require_subcommand(1, 1);
 
   ConnFlags disc_flags, id_flags, bench_flags;
-  std::string disc_format = "normal", bench_format = "normal", jobfile;
+  std::string disc_format = "normal", bench_format = "normal", jobfile, plot_dir;
+  bool parse_only = false;
   auto* discover = app.add_subcommand("discover", "print the discovery log of a discovery controller");
   cli::add_connection_flags(discover, disc_flags, true, false);
   discover->add_option("-o,--output-format", disc_format, "normal or json")
@@ -138,6 +140,8 @@ int cli_main(int argc, const char* const* argv, const CliEnv& env) {
   bench->add_option("jobfile", jobfile, "fio job file")->required();
   cli::add_connection_flags(bench, bench_flags, false, false);
   bench->add_option("--output-format", bench_format, "normal or json")->check(CLI::IsMember({"normal", "json"}));
+  bench->add_option("--plot", plot_dir, "write SVG charts (IOPS, bandwidth over time; latency percentiles) and an index.html into DIR");
+  bench->add_flag("--parse-only", parse_only, "check the job file and print its jobs and groups; run nothing");
   std::vector<cli::Command> commands;
   cli::add_fabrics_commands(app, env, commands);
   cli::add_attach_commands(app, env, commands);
@@ -196,6 +200,11 @@ int cli_main(int argc, const char* const* argv, const CliEnv& env) {
   // bench
   auto file = bench::parse_job_file(jobfile);
   if (!file) return fail(file.error().message, 2);
+  for (const auto& note : file->notes) err << "rdmablk bench: note: " << note << "\n";
+  if (parse_only) {
+    out << bench::describe_jobs(*file);
+    return 0;
+  }
   auto r = resolve(bench_flags, transport::kDefaultIoPort, 5000, env);
   if (!r) return fail(r.error().message, 2);
   bench::RunnerOptions ro;
@@ -213,6 +222,11 @@ int cli_main(int argc, const char* const* argv, const CliEnv& env) {
     out << bench::json_report(file->global_options, *results, when).dump(4) << "\n";
   } else {
     out << bench::text_report(*results);
+  }
+  if (!plot_dir.empty()) {
+    auto written = bench::write_plots(plot_dir, *results);
+    if (!written) return fail(written.error().message);
+    err << "rdmablk bench: charts in " << plot_dir << "/index.html\n";
   }
   int status = 0;
   for (const auto& res : *results) {
