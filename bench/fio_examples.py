@@ -157,7 +157,7 @@ def totals(summary):
     return b, iops
 
 
-def check_example(name, ours, fio, ended_by_size, rates):
+def check_example(name, ours, fio, ended_by_size, mixed, rates):
     problems = []
     for who, s in (("rdmablk bench", ours), ("fio", fio)):
         if not s:
@@ -169,9 +169,14 @@ def check_example(name, ours, fio, ended_by_size, rates):
                 problems.append(f"{who}: job {job} moved no data")
     (ob, oi), (fb, fi) = totals(ours), totals(fio)
     if ended_by_size:
-        for k in ob:
-            if ob[k] != fb[k]:
-                problems.append(f"{k} bytes differ: rdmablk bench {ob[k]}, fio {fb[k]}")
+        # A job that mixes directions picks each I/O's direction at random: only the total is fixed.
+        if mixed:
+            if sum(ob.values()) != sum(fb.values()):
+                problems.append(f"bytes differ: rdmablk bench {sum(ob.values())}, fio {sum(fb.values())}")
+        else:
+            for k in ob:
+                if ob[k] != fb[k]:
+                    problems.append(f"{k} bytes differ: rdmablk bench {ob[k]}, fio {fb[k]}")
     for limit in rates:
         for who, iops in (("rdmablk bench", oi), ("fio", fi)):
             if iops > 1.1 * limit:
@@ -275,7 +280,8 @@ log_level: warn
             ours, fio = job_summary(ojs), job_summary(fjs)
             time_based = "time_based" in text
             rates = [int(m) for m in re.findall(r"^rate_iops=(\d+)\s*$", text, re.M)]
-            problems = check_example(name, ours, fio, not time_based, rates)
+            mixed = re.search(r"^\s*(rw|readwrite)\s*=\s*(rw|readwrite|randrw)\b", text, re.M) is not None
+            problems = check_example(name, ours, fio, not time_based, mixed, rates)
             (ob, oi), (fb, fi) = totals(ours), totals(fio)
             rows.append((name, len(ours), oi, fi, sum(ob.values()), sum(fb.values()), odt, fdt, problems))
             for p in problems:

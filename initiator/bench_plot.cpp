@@ -271,8 +271,13 @@ Chart time_chart(const std::vector<JobResult>& results, const std::string& title
   c.subtitle = "per job; a line per direction for jobs doing more than one";
   std::vector<std::string> labels = job_labels(results);
   double max_t = 0, max_y = 0;
+  // x is the time since the first job started, so jobs of later stonewall phases (and startdelay) show
+  // where they ran; a job's timeline counts from its own start.
+  uint64_t first_start = UINT64_MAX;
+  for (const auto& r : results) first_start = std::min(first_start, r.job_start_ms);
   for (std::size_t i = 0; i < results.size(); ++i) {
     const auto& timeline = results[i].timeline;
+    const double t0 = static_cast<double>(results[i].job_start_ms - first_start) / 1000.0;
     std::vector<std::size_t> dirs;
     for (std::size_t d = 0; d < kDdirs; ++d)
       if (std::any_of(timeline.begin(), timeline.end(), [&](const IntervalSample& s) { return s.ios[d] || s.bytes[d]; }))
@@ -295,7 +300,7 @@ Chart time_chart(const std::vector<JobResult>& results, const std::string& title
         for (std::size_t d : group) v += bandwidth ? sample.bytes[d] : sample.ios[d];
         double y = static_cast<double>(v) / dt_s;
         if (bandwidth) y /= 1048576.0;
-        s.points.push_back({static_cast<double>(sample.t_ms) / 1000.0, y});
+        s.points.push_back({t0 + static_cast<double>(sample.t_ms) / 1000.0, y});
         max_t = std::max(max_t, s.points.back().x);
         max_y = std::max(max_y, y);
       }
