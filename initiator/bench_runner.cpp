@@ -28,9 +28,11 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
-uint64_t now_ns() noexcept {
-  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch()).count());
+uint64_t ns_since_epoch(Clock::time_point t) noexcept {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count());
 }
+
+uint64_t now_ns() noexcept { return ns_since_epoch(Clock::now()); }
 
 struct Progress {
   std::atomic<uint64_t> read_bytes{0}, write_bytes{0}, read_ios{0}, write_ios{0};
@@ -41,9 +43,10 @@ struct Progress {
 };
 
 // fio's flow control: the jobs sharing a flow_id keep their I/O counts in the ratio of their weights.
+// A job that ends takes its weight and its I/O out (fio's flow_exit_job), so that it holds nobody back.
 struct FlowShared {
   std::atomic<uint64_t> total{0};
-  uint64_t total_weight = 0;
+  std::atomic<uint64_t> total_weight{0};
 };
 
 // What the jobs of one run share: who has finished (wait_for) and the flow counters.
@@ -84,6 +87,10 @@ class Job {
     job_t0_ = Clock::now();
     job_t0_ns_ = now_ns();
     auto r = execute();
+    if (flow_) {
+      flow_->total.fetch_sub(flow_own_);
+      flow_->total_weight.fetch_sub(static_cast<uint64_t>(std::abs(spec_.flow)));
+    }
     if (!r) {
       res.error = r.error().errno_value ? r.error().errno_value : EIO;
       res.error_message = r.error().message;
@@ -248,7 +255,15 @@ class Job {
     std::size_t buf_bytes = qd_ * slot_bytes;
     buffers_.reset(static_cast<uint8_t*>(std::aligned_alloc(4096, buf_bytes)));
     if (!buffers_) return make_error("out of memory for I/O buffers", ENOMEM);
-    filler_.emplace(spec_, seed_);
+    if (!spec_.buffer_pattern.empty() && spec_.scramble_buffers) {
+      // fio: buffer_pattern turns scramble_buffers off (options.c str_buffer_pattern_cb), so that the
+      // written blocks hold the pattern and nothing else.
+      JobSpec unscrambled = spec_;
+      unscrambled.scramble_buffers = false;
+      filler_.emplace(unscrambled, seed_);
+    } else {
+      filler_.emplace(spec_, seed_);
+    }
     filler_->initial_fill(std::span<uint8_t>(buffers_.get(), buf_bytes), slot_bytes);
     if (spec_.verify != VerifyKind::none) {
       auto v = Verifier::create(spec_);
@@ -268,9 +283,10 @@ class Job {
 
     const bool writes = does_writes(spec_.rw);
     const bool verifying = verifier_.has_value();
-    // Write jobs read back what they wrote; read jobs (and verify_only) check whatever was written.
+    // Write jobs read back what they wrote (do_verify); read jobs check every read whatever do_verify says
+    // (fio verifies the reads of a read-only job regardless); verify_only is a write job's verify phase.
     track_writes_ = verifying && writes && spec_.do_verify && !spec_.verify_only;
-    check_reads_ = verifying && spec_.do_verify && (!writes || spec_.verify_only);
+    check_reads_ = verifying && (!writes || (spec_.verify_only && spec_.do_verify));
     if (spec_.verify_only) gen_->set_mode(spec_.rw == RwMode::randwrite || spec_.rw == RwMode::randrw ? RwMode::randread : RwMode::read);
     interval_ms_ = spec_.log_avg_msec.count() ? static_cast<uint64_t>(spec_.log_avg_msec.count()) : 500;
     next_sample_ms_ = interval_ms_;
@@ -284,7 +300,10 @@ class Job {
     progress_.total_bytes = spec_.time_based ? 0 : main.budget_bytes * spec_.loops * (track_writes_ ? 2 : 1);
     progress_.planned_ns = spec_.time_based ? static_cast<uint64_t>((spec_.ramp_time + spec_.runtime).count()) : 0;
 
-    io_t0_ns_ = now_ns();
+    const auto io_t0 = Clock::now();
+    io_t0_ns_ = ns_since_epoch(io_t0);
+    // The ramp is time from the job's first I/O (fio's epoch), whatever pass runs then.
+    ramp_end_ = io_t0 + std::chrono::duration_cast<Clock::duration>(spec_.ramp_time);
     const unsigned loops = spec_.time_based ? 1 : std::max(1u, spec_.loops);
     for (unsigned loop = 0; loop < loops && !time_up(); ++loop) {
       if (loop) gen_->reset();
@@ -298,6 +317,14 @@ class Job {
       if (auto r = flush_and_wait(); !r) return r;
     }
     return {};
+  }
+
+  // The ramp has ended: statistics count from now on.
+  void check_ramp(Clock::time_point now) noexcept {
+    if (stats_active_ || now < ramp_end_) return;
+    for (auto& s : stats_) s.reset();
+    stats_active_ = true;
+    stats_start_ = now;
   }
 
   // The job's runtime (after the ramp) has passed.
@@ -365,11 +392,12 @@ class Job {
 
   // The flow= rule: this job is ahead of its share of its flow group.
   bool flow_ahead() const noexcept {
-    if (!flow_ || spec_.flow == 0 || flow_->total_weight == 0) return false;
+    if (!flow_ || spec_.flow == 0) return false;
     const uint64_t total = flow_->total.load(std::memory_order_relaxed);
-    if (total == 0) return false;
+    const uint64_t weight = flow_->total_weight.load(std::memory_order_relaxed);
+    if (total == 0 || weight == 0) return false;
     const double mine = static_cast<double>(flow_own_) / static_cast<double>(total);
-    const double share = static_cast<double>(std::abs(spec_.flow)) / static_cast<double>(flow_->total_weight);
+    const double share = static_cast<double>(std::abs(spec_.flow)) / static_cast<double>(weight);
     return mine > share;
   }
 
@@ -393,17 +421,8 @@ class Job {
                       : does_trims(mode)                             ? 'D'
                       : does_writes(mode) && !spec_.verify_only      ? 'W'
                                                                      : 'R';
-    const bool ramp_pass = p.main && !ramp_done_ && spec_.ramp_time.count();
     const auto pass_start = Clock::now();
-    if (ramp_pass) {
-      stats_active_ = false;
-      ramp_end_ = pass_start + spec_.ramp_time;
-    } else if (!ramp_done_) {
-      stats_active_ = true;
-      ramp_done_ = true;
-      stats_start_ = pass_start;
-    }
-    auto active_start = stats_active_ ? pass_start : Clock::time_point{};
+    check_ramp(pass_start);
     uint64_t issued_bytes = 0, issued_ios = 0;
     bool exhausted = false;
     std::optional<IoUnit> pending;
@@ -416,14 +435,8 @@ class Job {
 
     for (;;) {
       const auto now_tp = Clock::now();
-      const uint64_t now = now_ns();
-      if (!stats_active_ && now_tp >= ramp_end_) {
-        for (auto& s : stats_) s.reset();
-        stats_active_ = true;
-        ramp_done_ = true;
-        stats_start_ = now_tp;
-        active_start = now_tp;
-      }
+      const uint64_t now = ns_since_epoch(now_tp);  // the same instant: an I/O due after the ramp is counted
+      check_ramp(now_tp);
       const uint64_t t_ms = (now - io_t0_ns_) / 1000000;
       close_interval(t_ms, false);
       if (logs_.enabled()) logs_.tick(t_ms);
@@ -542,10 +555,14 @@ class Job {
         break;
       }
     }
+    // Active time: from the pass's start or the ramp's end, whichever came later (a verify_backlog pass
+    // run inside this one may have been the one to see the ramp end).
     const auto end_tp = Clock::now();
-    uint64_t elapsed = stats_active_ && active_start != Clock::time_point{}
-                           ? static_cast<uint64_t>((end_tp - active_start).count())
-                           : 0;
+    const uint64_t elapsed =
+        stats_active_ ? static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                                  end_tp - std::max(pass_start, stats_start_))
+                                                  .count())
+                      : 0;
     if (p.main) {
       if (does_reads(mode) || spec_.verify_only) stats_[kRead].runtime_ns += elapsed;
       if (does_writes(mode) && !spec_.verify_only) stats_[kWrite].runtime_ns += elapsed;
@@ -736,7 +753,6 @@ class Job {
   Clock::time_point ramp_end_{};
   uint64_t io_t0_ns_ = 0;
   bool stats_active_ = false;
-  bool ramp_done_ = false;
   // Timeline.
   uint64_t interval_ms_ = 500;
   uint64_t next_sample_ms_ = 0;
@@ -801,14 +817,18 @@ void apply_cpus_allowed(const JobSpec& spec) {
   (void)pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
 }
 
+// fio prints the sizes with num2str (4 significant figures, base 2): "4096B", "64.0KiB".
 std::string bs_range(const BlockSizeSpec& b) {
-  if (b.split.empty()) return fmt::format("{}B-{}B", b.min, b.max);
-  uint64_t lo = UINT64_MAX, hi = 0;
-  for (const auto& s : b.split) {
-    lo = std::min(lo, s.bs);
-    hi = std::max(hi, s.bs);
+  uint64_t lo = b.min, hi = b.max;
+  if (!b.split.empty()) {
+    lo = UINT64_MAX;
+    hi = 0;
+    for (const auto& s : b.split) {
+      lo = std::min(lo, s.bs);
+      hi = std::max(hi, s.bs);
+    }
   }
-  return fmt::format("{}B-{}B", lo, hi);
+  return num2str(lo, 4, 1, true, N2sUnit::byte) + "-" + num2str(hi, 4, 1, true, N2sUnit::byte);
 }
 
 }  // namespace
