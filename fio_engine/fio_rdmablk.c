@@ -282,6 +282,18 @@ static int fio_rdmablk_init(struct thread_data *td)
 		return fail(td, ENOMEM, "rdmablk init", "out of memory");
 	for_each_file(td, f, i)
 		names[i] = f->file_name;
+	/* io_submit_mode=offload: a submit worker's thread_data gets the job's files from dup_files(), which
+	 * fills td->files but leaves files_index at 0. */
+	if (td->files_index == 0 && td->files) {
+		for (i = 0; i < td->o.nr_files; i++)
+			names[i] = td->files[i] ? td->files[i]->file_name : NULL;
+	}
+	for (i = 0; i < (td->o.nr_files ? td->o.nr_files : 1); i++) {
+		if (!names[i]) {
+			free(names);
+			return fail(td, EINVAL, "rdmablk init", "the job has no filename naming an rdmablk target");
+		}
+	}
 	s = rdmablk_fio_connect(&o, names, td->o.nr_files, err, sizeof(err));
 	free(names);
 	if (!s)
@@ -437,7 +449,7 @@ static int fio_rdmablk_invalidate(struct thread_data *td, struct fio_file *f)
 static struct ioengine_ops ioengine = {
 	.name = "rdmablk",
 	.version = FIO_IOOPS_VERSION,
-	.flags = FIO_DISKLESSIO | FIO_NODISKUTIL | FIO_NOEXTEND | FIO_RAWIO | FIO_MEMALIGN | FIO_NO_OFFLOAD,
+	.flags = FIO_DISKLESSIO | FIO_NODISKUTIL | FIO_NOEXTEND | FIO_RAWIO | FIO_MEMALIGN,
 	.init = fio_rdmablk_init,
 	.post_init = fio_rdmablk_post_init,
 	.queue = fio_rdmablk_queue,

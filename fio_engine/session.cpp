@@ -535,6 +535,19 @@ int rdmablk_fio_submit(rdmablk_fio_session* s, rdmablk_fio_cmd* c, unsigned file
   if (s->conn_error != 0) return refuse(s, s->conn_error, "{}", s->error);
   if (file >= s->files.size()) return refuse(s, EINVAL, "file {} is not one the job connected for", file);
   const rdmablk_fio_namespace& ns = s->files[file];
+  if (c->session != s) {
+    // io_submit_mode=offload: fio's submit workers are thread_datas of their own (one engine session,
+    // one connection each) that queue the job's io_us, allocated by the job's session. The command
+    // completes into the session that sent it, whose getevents the worker calls.
+    try {
+      s->done.reserve(s->done.size() + s->in_flight + 1);
+      s->events.reserve(s->done.capacity());
+    } catch (...) {
+      return refuse(s, ENOMEM, "out of memory");
+    }
+    c->session = s;
+    c->queue %= static_cast<unsigned>(s->queues.size());
+  }
   ini::IoQueue& q = *s->queues[c->queue];
   c->op = static_cast<uint8_t>(op);
   c->file = file;
