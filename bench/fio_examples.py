@@ -24,7 +24,7 @@ What it does
 
 Usage
   bench/fio_examples.py --examples /var/cache/rdmablk/fio-3.33/examples --engine build/fio_engine/fio-rdmablk.so
-  bench/fio_examples.py ... --size 256m --runtime 10 --markdown table.md     # the README's table
+  bench/fio_examples.py ... --size 256m --runtime 5 --target-cpu 1 --client-cpu 0 --markdown table.md
   bench/fio_examples.py ... --only ssd-test butterfly
 Exit status: 0 all checks passed, 1 a check failed, 77 fio, its examples or the engine are missing.
 """
@@ -58,8 +58,8 @@ EXAMPLES = {
     "jesd219": {"size": None},
     "surface-scan": {"size": None},
     "tiobench-example": {"size": "16m"},
-    "fixed-rate-submission": {"size": "4m"},      # 1000 IOPS x 4k: ~1 s
-    "poisson-rate-submission": {"size": "256k"},  # 50 IOPS x 4k: ~1.3 s
+    "fixed-rate-submission": {"size": "4m", "rated": True},      # 1000 IOPS x 4k: ~1 s
+    "poisson-rate-submission": {"size": "256k", "rated": True},  # 50 IOPS x 4k: ~1.3 s
     "backwards-read": {"size": "16m"},
     "butterfly": {"size": None},
 }
@@ -203,6 +203,8 @@ def main():
     ap.add_argument("--runtime", type=int, default=2, help="seconds, time_based jobs")
     ap.add_argument("--cap", type=int, default=300, help="runtime= for jobs that end by size (never reached)")
     ap.add_argument("--only", nargs="*", help="example names")
+    ap.add_argument("--target-cpu", help="pin the target to this CPU (taskset), e.g. 1")
+    ap.add_argument("--client-cpu", help="pin rdmablk bench and fio to this CPU, e.g. 0")
     ap.add_argument("--markdown", help="write the comparison table here")
     ap.add_argument("--keep", help="keep the rewritten job files and outputs in this folder")
     args = ap.parse_args()
@@ -254,7 +256,8 @@ log_level: warn
     fio_env = dict(os.environ, LD_LIBRARY_PATH=libdir + (":" + os.environ["LD_LIBRARY_PATH"] if os.environ.get("LD_LIBRARY_PATH") else ""))
     tlog = os.path.join(work, "target.log")
     with open(tlog, "w") as lf:
-        proc = spawn([target, "--config", cfg], stdout=lf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        pin_t = ["taskset", "-c", args.target_cpu] if args.target_cpu else []
+        proc = spawn(pin_t + [target, "--config", cfg], stdout=lf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     rows, failed = [], []
     try:
         # Ready when it accepts connections (a loaded machine may take a while: wait for the event).
@@ -276,7 +279,9 @@ log_level: warn
             if not os.path.isfile(src):
                 failed.append(f"{name}: {src} does not exist")
                 continue
-            size = args.size if args.size and EXAMPLES.get(name, {}).get("size") else EXAMPLES.get(name, {}).get("size")
+            case = EXAMPLES.get(name, {})
+            # --size scales the examples that have a size, not the rate-limited ones (their size is their duration).
+            size = args.size if args.size and case.get("size") and not case.get("rated") else case.get("size")
             with open(src) as f:
                 text = rewrite(f.read(), size, args.runtime, args.cap)
             ours_file = os.path.join(work, name + ".rdmablk.fio")
@@ -285,11 +290,15 @@ log_level: warn
                 f.write(text)
             with open(fio_file, "w") as f:
                 f.write(for_fio(text, port))
-            limit = 600 + 2 * args.cap
+            limit = 180 + args.cap  # no job runs past the cap; a runner still going after that is stuck
             try:
-                ojs, odt, onotes = run_json([rdmablk, "bench", ours_file, "-a", "127.0.0.1", "-s", str(port), "-n", NQN,
+                pin = ["taskset", "-c", args.client_cpu] if args.client_cpu else []
+                ojs, odt, onotes = run_json(pin + [rdmablk, "bench", ours_file, "-a", "127.0.0.1", "-s", str(port), "-n", NQN,
                                              "--output-format=json"], f"{name}: rdmablk bench", limit, work)
-                fjs, fdt, _ = run_json([args.fio, "--output-format=json", fio_file], f"{name}: fio", limit, work, fio_env)
+                # fio 3.33's io_submit_mode=offload hangs at start-up (workqueue_init) when all its submit
+                # threads share one CPU, with its own null engine too: offload jobs run fio unpinned.
+                fio_pin = [] if re.search(r"^\s*io_submit_mode\s*=\s*offload", text, re.M) else pin
+                fjs, fdt, _ = run_json(fio_pin + [args.fio, "--output-format=json", fio_file], f"{name}: fio", limit, work, fio_env)
             except (Failure, subprocess.TimeoutExpired) as e:
                 failed.append(f"{name}: {e}")
                 continue
