@@ -87,7 +87,7 @@ struct JobSpec {
   unsigned rwmixread = 50;           // percent of reads for rw/randrw
   std::array<BlockSizeSpec, kDdirs> bs{};
   unsigned iodepth = 1;
-  unsigned iodepth_batch_submit = 1;          // iodepth_batch / iodepth_batch_submit: submit at least this many at once (0 = 1)
+  unsigned iodepth_batch_submit = 1;          // iodepth_batch / iodepth_batch_submit: submit at least this many at once (the parser makes 0 or > iodepth = iodepth, as fio)
   unsigned iodepth_batch_complete_min = 1;    // reap at least this many before submitting again
   unsigned iodepth_low = 0;                   // refill only when in flight drops to this (0 = iodepth, fio's default)
   unsigned numjobs = 1;
