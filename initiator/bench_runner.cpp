@@ -85,7 +85,6 @@ class Job {
     rusage ru0{}, ru1{};
     getrusage(RUSAGE_THREAD, &ru0);
     job_t0_ = Clock::now();
-    job_t0_ns_ = now_ns();
     auto r = execute();
     if (flow_) {
       flow_->total.fetch_sub(flow_own_);
@@ -517,9 +516,8 @@ class Job {
           for (const auto& [off, len] : backlog_extents) written_.erase(off);
           const ExtentMap to_check = std::move(backlog_extents);
           backlog_extents.clear();
-          const auto saved_it = extent_it_;
+          // Only verify passes walk extent_it_: this main pass does not need it back.
           if (auto r = verify_extents(to_check); !r) return r;
-          extent_it_ = saved_it;
           progress_.phase = 'W';
           continue;
         }
@@ -748,7 +746,6 @@ class Job {
   bool depth_settled_ = false;
   // Time.
   Clock::time_point job_t0_{};
-  uint64_t job_t0_ns_ = 0;
   Clock::time_point stats_start_{};
   Clock::time_point ramp_end_{};
   uint64_t io_t0_ns_ = 0;
