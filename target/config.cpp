@@ -4,9 +4,11 @@
 #include <fcntl.h>
 #include <linux/fs.h>
 #include <netinet/in.h>
+#include <sched.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
@@ -18,6 +20,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -56,6 +59,9 @@ constexpr uint32_t kMaxNsid = 0xFFFFFFFEu;
 constexpr uint32_t kMaxInlineData = 128 * 1024;
 constexpr unsigned kMaxReactors = 1024;
 constexpr unsigned kMaxBusyPollUs = 1000000;
+constexpr int kMaxCpu = 65535;  // a bound on CPU numbers in a list; the machine's are checked later
+// sockaddr_un::sun_path less the terminating NUL.
+constexpr std::size_t kMaxSocketPath = sizeof(sockaddr_un{}.sun_path) - 1;
 
 // --- small helpers ----------------------------------------------------------------------------------
 
@@ -89,21 +95,94 @@ std::optional<IpAddress> parse_ip(const std::string& text) {
   return std::nullopt;
 }
 
-std::string endpoint(const ListenerConfig& l) {
-  bool v6 = l.address.find(':') != std::string::npos;
-  return std::string(transport::transport_name(l.transport)) + " " + (v6 ? "[" + l.address + "]" : l.address) + ":" +
-         std::to_string(l.port);
+// "10.0.0.1:4420", "[::1]:4420".
+std::string host_port(const std::string& address, uint16_t port) {
+  bool v6 = address.find(':') != std::string::npos;
+  return (v6 ? "[" + address + "]" : address) + ":" + std::to_string(port);
 }
 
-// Two listeners that could not both bind: same transport and port, and the same address or a wildcard
-// that covers the other (Linux's default bindv6only=0 makes "::" cover IPv4 too).
-bool listeners_overlap(const ListenerConfig& a, const ListenerConfig& b) {
-  if (a.transport != b.transport || a.port != b.port) return false;
-  auto ia = parse_ip(a.address);
-  auto ib = parse_ip(b.address);
-  if (!ia || !ib) return a.address == b.address;
+std::string endpoint(const ListenerConfig& l) {
+  return std::string(transport::transport_name(l.transport)) + " " + host_port(l.address, l.port);
+}
+
+// Two TCP sockets that could not both bind: the same port, and the same address or a wildcard that
+// covers the other (Linux's default bindv6only=0 makes "::" cover IPv4 too).
+bool sockets_overlap(const std::string& a, uint16_t a_port, const std::string& b, uint16_t b_port) {
+  if (a_port != b_port) return false;
+  auto ia = parse_ip(a);
+  auto ib = parse_ip(b);
+  if (!ia || !ib) return a == b;
   if (ia->family == ib->family) return ia->bytes == ib->bytes || ia->wildcard() || ib->wildcard();
   return (ia->family == AF_INET6 && ia->wildcard()) || (ib->family == AF_INET6 && ib->wildcard());
+}
+
+// Two listeners that could not both bind: same transport, and sockets that overlap.
+bool listeners_overlap(const ListenerConfig& a, const ListenerConfig& b) {
+  return a.transport == b.transport && sockets_overlap(a.address, a.port, b.address, b.port);
+}
+
+// --- CPU lists --------------------------------------------------------------------------------------
+
+// One entry of a CPU list: a CPU, or an inclusive range of them.
+struct CpuEntry {
+  int first = 0;
+  int last = 0;
+};
+
+bool all_digits(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+// "N" or "A-B" (decimal, no spaces); nullopt and `problem` set when it is not one.
+std::optional<CpuEntry> parse_cpu_entry(std::string_view text, std::string& problem) {
+  if (text.empty()) {
+    problem = "empty entry (expected a CPU number or a range such as 6-7)";
+    return std::nullopt;
+  }
+  std::size_t dash = text.find('-', 1);
+  std::string_view a = text.substr(0, dash);
+  std::string_view b = dash == std::string_view::npos ? a : text.substr(dash + 1);
+  if (a.front() == '-' || (!b.empty() && b.front() == '-')) {
+    problem = "CPU numbers must not be negative (got " + in_quotes(text) + ")";
+    return std::nullopt;
+  }
+  if (!all_digits(a) || !all_digits(b)) {
+    problem = "expected a CPU number or a range such as 6-7, got " + in_quotes(text);
+    return std::nullopt;
+  }
+  auto number = [&](std::string_view digits, int& out) {
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), out);
+    if (ec != std::errc() || out > kMaxCpu) {
+      problem = "CPU " + (digits.size() > 24 ? in_quotes(digits) : std::string(digits)) +
+                " is out of range (expected 0.." + std::to_string(kMaxCpu) + ")";
+      return false;
+    }
+    return true;
+  };
+  CpuEntry entry;
+  if (!number(a, entry.first) || !number(b, entry.last)) return std::nullopt;
+  if (entry.first > entry.last) {
+    problem = "range " + std::string(text) + " goes backwards (write " + std::string(b) + "-" + std::string(a) + ")";
+    return std::nullopt;
+  }
+  return entry;
+}
+
+// Splits "2, 3,6-7" at commas into entries with their offsets; spaces around an entry are dropped.
+std::vector<std::pair<std::string_view, std::size_t>> split_cpu_list(std::string_view text) {
+  std::vector<std::pair<std::string_view, std::size_t>> out;
+  std::size_t start = 0;
+  while (true) {
+    std::size_t comma = text.find(',', start);
+    std::size_t end = comma == std::string_view::npos ? text.size() : comma;
+    std::size_t b = start, e = end;
+    while (b < e && (text[b] == ' ' || text[b] == '\t')) ++b;
+    while (e > b && (text[e - 1] == ' ' || text[e - 1] == '\t')) --e;
+    out.emplace_back(text.substr(b, e - b), b);
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  return out;
 }
 
 uint64_t fnv1a64(std::string_view data) {
@@ -196,7 +275,7 @@ constexpr config::Dialect kDialect{.null_is_a_word = true, .suggest_ignoring_cas
 
 class Parser : public config::Reader {
  public:
-  Parser(std::string file, std::string_view text) : Reader(std::move(file), text, kDialect) {}
+  Parser(std::string file, std::string_view text) : Reader(std::move(file), text, kDialect), text_(text) {}
 
   void warn(SourceLocation at, std::string_view field, std::string_view problem) {
     warnings_.push_back(message(at, field, problem));
@@ -260,20 +339,33 @@ class Parser : public config::Reader {
     if (auto problem = nqn_problem(nqn)) fail(at, field, "invalid NQN " + in_quotes(nqn) + ": " + *problem);
   }
 
+  // An IPv4 or IPv6 literal ("[::1]" as "::1"); `what` is the required-key description.
+  std::string ip_address(const Field& f, std::string_view what) const;
+  // Where the character at `offset` of a scalar value is in the file; the value's start when the
+  // scalar is not written verbatim on one line (escapes, folded lines).
+  SourceLocation inside_scalar(const Field& f, std::size_t offset) const;
+  // A mapping's node, with a hint when a scalar stands where it belongs (`control: off`).
+  void expect_mapping(const Field& f, std::string_view keys, std::string_view hint) const;
+
   ListenerConfig parse_listener(const YAML::Node& node, const std::string& path);
+  void parse_reactors(const Field& f, TargetConfig& config);
+  ControlConfig parse_control(const Field& f) const;
+  MetricsConfig parse_metrics(const Field& f) const;
+  void check_metrics(const TargetConfig& config) const;
   SubsystemConfig parse_subsystem(const YAML::Node& node, const std::string& path);
   NamespaceConfig parse_namespace(const YAML::Node& node, const std::string& path);
   QueueLimits parse_limits(const Field& f);
   void check_listeners(const TargetConfig& config, const Field& f) const;
   void check_namespaces_across_subsystems(const TargetConfig& config) const;
 
+  std::string_view text_;  // the YAML, to place entries inside a scalar
   std::vector<std::string> warnings_;
 };
 
 TargetConfig Parser::parse() {
   YAML::Node root = load_mapping("the configuration is empty (at least `listeners` is required)");
   Mapping top(*this, root, "", location_of(root.Mark()),
-              {"listeners", "subsystems", "reactors", "busy_poll_us", "log_level", "limits"});
+              {"listeners", "subsystems", "reactors", "busy_poll_us", "log_level", "limits", "control", "metrics"});
 
   TargetConfig config;
   config.source = file();
@@ -306,15 +398,7 @@ TargetConfig Parser::parse() {
   check_listeners(config, listeners);
   check_namespaces_across_subsystems(config);
 
-  if (const Field* f = top.find("reactors")) {
-    config.reactors = static_cast<unsigned>(integer(*f, 0, kMaxReactors));
-    unsigned cpus = std::thread::hardware_concurrency();
-    if (cpus != 0 && config.reactors > cpus) {
-      warn(f->value_at, f->path,
-           std::to_string(config.reactors) + " reactors on " + std::to_string(cpus) +
-               " CPUs: busy-polling threads will compete for cores");
-    }
-  }
+  if (const Field* f = top.find("reactors")) parse_reactors(*f, config);
   if (const Field* f = top.find("busy_poll_us")) {
     config.busy_poll_us = static_cast<unsigned>(integer(*f, 0, kMaxBusyPollUs));
   }
@@ -324,6 +408,9 @@ TargetConfig Parser::parse() {
     config.log_level = *level;
   }
   if (const Field* f = top.find("limits")) config.limits = parse_limits(*f);
+  if (const Field* f = top.find("control")) config.control = parse_control(*f);
+  if (const Field* f = top.find("metrics")) config.metrics = parse_metrics(*f);
+  check_metrics(config);
 
   config.warnings = take_warnings();
   return config;
@@ -345,17 +432,8 @@ ListenerConfig Parser::parse_listener(const YAML::Node& node, const std::string&
     l.role = one_of<ListenerRole>(*f, "role", {{"io", ListenerRole::io}, {"discovery", ListenerRole::discovery}});
   }
   const Field& address = m.require("address", "an IPv4 or IPv6 address, 0.0.0.0 or :: for all");
-  l.address = string_value(address);
+  l.address = ip_address(address, "an IPv4 or IPv6 address");
   l.address_at = address.value_at;
-  if (l.address.size() > 2 && l.address.front() == '[' && l.address.back() == ']') {
-    l.address = l.address.substr(1, l.address.size() - 2);
-  }
-  if (!parse_ip(l.address)) {
-    fail(address.value_at, address.path,
-         in_quotes(l.address) +
-             " is not an IPv4 or IPv6 address (host names are not resolved here; "
-             "0.0.0.0 or \"::\" listens on every address)");
-  }
   l.port = l.role == ListenerRole::discovery ? transport::kDefaultDiscoveryPort : transport::kDefaultIoPort;
   l.port_at = at;
   if (const Field* f = m.find("port")) {
@@ -363,6 +441,160 @@ ListenerConfig Parser::parse_listener(const YAML::Node& node, const std::string&
     l.port_at = f->value_at;
   }
   return l;
+}
+
+std::string Parser::ip_address(const Field& f, std::string_view what) const {
+  std::string address = string_value(f, what);
+  if (address.size() > 2 && address.front() == '[' && address.back() == ']') {
+    address = address.substr(1, address.size() - 2);
+  }
+  if (!parse_ip(address)) {
+    fail(f.value_at, f.path,
+         in_quotes(address) +
+             " is not an IPv4 or IPv6 address (host names are not resolved here; "
+             "0.0.0.0 or \"::\" listens on every address)");
+  }
+  return address;
+}
+
+SourceLocation Parser::inside_scalar(const Field& f, std::size_t offset) const {
+  const YAML::Mark mark = f.value.Mark();
+  if (mark.pos < 0 || static_cast<std::size_t>(mark.pos) >= text_.size()) return f.value_at;
+  std::size_t start = static_cast<std::size_t>(mark.pos);
+  if (text_[start] == '"' || text_[start] == '\'') ++start;
+  const std::string& value = f.value.Scalar();
+  if (text_.substr(start, value.size()) != value || value.find('\n') != std::string::npos) return f.value_at;
+  return {f.value_at.line, f.value_at.column + static_cast<int>(start - static_cast<std::size_t>(mark.pos) + offset)};
+}
+
+void Parser::expect_mapping(const Field& f, std::string_view keys, std::string_view hint) const {
+  if (missing(f.value) || f.value.IsMap()) return;
+  fail(f.value_at, f.path,
+       "expected a mapping (" + std::string(keys) + "), got a " + node_kind(f.value) + " (" + std::string(hint) + ")");
+}
+
+// `reactors: 4` (a count, 0 = one per online CPU), or the CPUs to pin one reactor each to: a list
+// `[2, 3, 6-7]` of CPU numbers and A-B ranges, or the same as one string "2,3,6-7" (taskset -c's and
+// systemd CPUAffinity='s form). Only the syntax here; online and allowed are validate_environment()'s.
+void Parser::parse_reactors(const Field& f, TargetConfig& config) {
+  constexpr std::string_view kExpected = "a reactor count or a CPU list such as [2, 3, 6-7]";
+  constexpr std::string_view kEmpty =
+      "an empty CPU list (list the CPUs to pin one reactor each to, or write 0 for one reactor per online CPU)";
+  std::map<int, SourceLocation> first_at;  // CPU -> where it was first listed
+  auto add = [&](std::string_view text, SourceLocation at) {
+    std::string problem;
+    auto entry = parse_cpu_entry(text, problem);
+    if (!entry) fail(at, f.path, problem);
+    for (int cpu = entry->first; cpu <= entry->last; ++cpu) {
+      auto [it, inserted] = first_at.emplace(cpu, at);
+      if (!inserted) {
+        fail(at, f.path,
+             "duplicate CPU " + std::to_string(cpu) + " (first at line " + std::to_string(it->second.line) +
+                 ", column " + std::to_string(it->second.column) + ")");
+      }
+      if (config.reactor_cpus.size() == kMaxReactors) {
+        fail(at, f.path,
+             "more than " + std::to_string(kMaxReactors) + " CPUs (one reactor each, at most " +
+                 std::to_string(kMaxReactors) + " reactors)");
+      }
+      config.reactor_cpus.push_back(cpu);
+      config.reactor_cpus_at.push_back(at);
+    }
+  };
+
+  if (f.value.IsSequence()) {
+    if (f.value.size() == 0) fail(f.value_at, f.path, kEmpty);
+    for (const auto& node : f.value) {
+      SourceLocation at = missing(node) ? f.value_at : location_of(node.Mark());
+      Field item{f.path, "", node, at, at};
+      add(scalar(item, "a CPU number or a range such as 6-7"), at);
+    }
+  } else {
+    std::string text = scalar(f, kExpected);
+    if (text.empty()) fail(f.value_at, f.path, kEmpty);
+    bool list = text.find(',') != std::string::npos || text.find('-', 1) != std::string::npos;
+    if (!list) {
+      bool number = (text.front() >= '0' && text.front() <= '9') || text.front() == '-';
+      if (!number) fail(f.value_at, f.path, "expected " + std::string(kExpected) + ", got " + in_quotes(text));
+      config.reactors = static_cast<unsigned>(integer(f, 0, kMaxReactors));
+      unsigned cpus = std::thread::hardware_concurrency();
+      if (cpus != 0 && config.reactors > cpus) {
+        warn(f.value_at, f.path,
+             std::to_string(config.reactors) + " reactors on " + std::to_string(cpus) +
+                 " CPUs: busy-polling threads will compete for cores");
+      }
+      return;
+    }
+    for (auto [entry, offset] : split_cpu_list(text)) add(entry, inside_scalar(f, offset));
+  }
+  if (config.reactor_cpus.empty()) fail(f.value_at, f.path, kEmpty);
+  config.reactors = static_cast<unsigned>(config.reactor_cpus.size());
+}
+
+ControlConfig Parser::parse_control(const Field& f) const {
+  expect_mapping(f, "enabled, socket", "write `control: {enabled: false}` to turn the control socket off");
+  Mapping m(*this, f.value, f.path, f.value_at, {"enabled", "socket"});
+  ControlConfig c;
+  c.at = f.value_at;
+  if (const Field* x = m.find("enabled")) c.enabled = boolean(*x);
+  if (const Field* x = m.find("socket")) {
+    std::string path = scalar(*x, "the control socket's absolute path");
+    if (path.empty()) {
+      fail(x->value_at, x->path, "must not be empty (write enabled: false to turn the control socket off)");
+    }
+    if (path.front() != '/') {
+      fail(x->value_at, x->path,
+           in_quotes(path) +
+               " is not an absolute path (the control socket's path is used as written, and "
+               "clients find it by its full path)");
+    }
+    if (path.back() == '/') fail(x->value_at, x->path, in_quotes(path) + " names a directory, not a socket file");
+    if (path.size() > kMaxSocketPath) {
+      fail(x->value_at, x->path,
+           "too long for a Unix socket (" + std::to_string(path.size()) + " bytes, at most " +
+               std::to_string(kMaxSocketPath) + ")");
+    }
+    c.socket_path = std::move(path);
+    c.socket_at = x->value_at;
+  }
+  return c;
+}
+
+MetricsConfig Parser::parse_metrics(const Field& f) const {
+  expect_mapping(f, "enabled, address, port", "write `metrics: {address: 127.0.0.1, port: 9464}` to serve /metrics");
+  Mapping m(*this, f.value, f.path, f.value_at, {"enabled", "address", "port"});
+  MetricsConfig c;
+  c.at = f.value_at;
+  c.enabled = true;  // a `metrics:` mapping asks for the endpoint
+  if (const Field* x = m.find("enabled")) c.enabled = boolean(*x);
+  const Field* address = c.enabled ? &m.require("address",
+                                                "the address to serve /metrics on: 127.0.0.1, or 0.0.0.0 "
+                                                "or :: for every address")
+                                   : m.find("address");
+  if (address) {
+    c.address = ip_address(*address, "an IPv4 or IPv6 address");
+    c.address_at = address->value_at;
+  }
+  c.port_at = c.at;
+  if (const Field* x = m.find("port")) {
+    c.port = static_cast<uint16_t>(integer(*x, 1, 65535));
+    c.port_at = x->value_at;
+  }
+  return c;
+}
+
+void Parser::check_metrics(const TargetConfig& config) const {
+  const MetricsConfig& m = config.metrics;
+  if (!m.enabled) return;
+  for (std::size_t i = 0; i < config.listeners.size(); ++i) {
+    const ListenerConfig& l = config.listeners[i];
+    if (l.transport != transport::TransportType::tcp || !sockets_overlap(m.address, m.port, l.address, l.port)) {
+      continue;
+    }
+    fail(m.port_at, "metrics.port",
+         host_port(m.address, m.port) + " collides with listeners[" + std::to_string(i) + "] (" + endpoint(l) +
+             " at line " + std::to_string(l.at.line) + "): the metrics endpoint needs a port of its own");
+  }
 }
 
 void Parser::check_listeners(const TargetConfig& config, const Field& f) const {
@@ -686,14 +918,25 @@ Result<void> check_namespace_file(const TargetConfig& config, const NamespaceCon
   return {};
 }
 
-Result<void> check_listener_port(const TargetConfig& config, const ListenerConfig& l, const std::string& field) {
+// A TCP address:port from the file that must be free: a listener's or the metrics endpoint's.
+struct BindCheck {
+  const std::string& address;
+  uint16_t port;
+  SourceLocation address_at;
+  SourceLocation port_at;
+  std::string field;  // "listeners[1]", "metrics"
+  std::string shown;  // "tcp 127.0.0.1:4420"
+};
+
+Result<void> check_port(const TargetConfig& config, const BindCheck& l) {
+  const std::string& field = l.field;
   auto ip = parse_ip(l.address);
   if (!ip) return make_error(format_message(config.source, l.address_at, field + ".address", "not an IP address"));
   int fd = ::socket(ip->family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) {
     int e = errno;
     return make_error(format_message(config.source, l.address_at, field + ".address",
-                                     "cannot open a socket for " + endpoint(l) + ": " + errno_text(e)),
+                                     "cannot open a socket for " + l.shown + ": " + errno_text(e)),
                       e);
   }
   int one = 1;
@@ -718,8 +961,7 @@ Result<void> check_listener_port(const TargetConfig& config, const ListenerConfi
     case 0:
       return {};
     case EADDRINUSE:
-      return make_error(format_message(config.source, l.port_at, field + ".port", endpoint(l) + " is already in use"),
-                        e);
+      return make_error(format_message(config.source, l.port_at, field + ".port", l.shown + " is already in use"), e);
     case EADDRNOTAVAIL:
       return make_error(format_message(config.source, l.address_at, field + ".address",
                                        l.address + " is not an address of this host"),
@@ -730,10 +972,69 @@ Result<void> check_listener_port(const TargetConfig& config, const ListenerConfi
                          "port " + std::to_string(l.port) + " is below 1024 and needs CAP_NET_BIND_SERVICE"),
           e);
     default:
-      return make_error(format_message(config.source, l.port_at, field + ".port",
-                                       "cannot bind " + endpoint(l) + ": " + errno_text(e)),
-                        e);
+      return make_error(
+          format_message(config.source, l.port_at, field + ".port", "cannot bind " + l.shown + ": " + errno_text(e)),
+          e);
   }
+}
+
+// Each reactor CPU online and allowed, else an error at the entry that named it.
+Result<void> check_reactor_cpus(const TargetConfig& config, const CpuAvailability& cpus) {
+  for (std::size_t i = 0; i < config.reactor_cpus.size(); ++i) {
+    int cpu = config.reactor_cpus[i];
+    SourceLocation at = i < config.reactor_cpus_at.size() ? config.reactor_cpus_at[i] : SourceLocation{};
+    if (!std::binary_search(cpus.online.begin(), cpus.online.end(), cpu)) {
+      return make_error(format_message(config.source, at, "reactors",
+                                       "CPU " + std::to_string(cpu) + " is not online on this machine (online: " +
+                                           format_cpu_list(cpus.online) + ")"),
+                        EINVAL);
+    }
+    if (!std::binary_search(cpus.allowed.begin(), cpus.allowed.end(), cpu)) {
+      return make_error(format_message(config.source, at, "reactors",
+                                       "CPU " + std::to_string(cpu) + " is outside the CPUs this process may run on (" +
+                                           format_cpu_list(cpus.allowed) +
+                                           ": see taskset, systemd's CPUAffinity= or the cgroup's cpuset)"),
+                        EINVAL);
+    }
+  }
+  return {};
+}
+
+std::vector<int> online_cpus() {
+  std::ifstream in("/sys/devices/system/cpu/online");
+  std::string text;
+  if (in && std::getline(in, text)) {
+    if (auto cpus = parse_cpu_list(text); cpus && !cpus->empty()) {
+      std::sort(cpus->begin(), cpus->end());
+      return *cpus;
+    }
+  }
+  long n = ::sysconf(_SC_NPROCESSORS_CONF);
+  std::vector<int> out;
+  for (long i = 0; i < std::max(n, 1L); ++i) out.push_back(static_cast<int>(i));
+  return out;
+}
+
+// The main thread's affinity mask (what taskset and systemd's CPUAffinity= set); empty if unreadable.
+std::vector<int> allowed_cpus() {
+  for (int size = 1024; size <= (1 << 20); size *= 2) {
+    cpu_set_t* set = CPU_ALLOC(size);
+    if (!set) return {};
+    std::size_t bytes = CPU_ALLOC_SIZE(size);
+    CPU_ZERO_S(bytes, set);
+    if (::sched_getaffinity(::getpid(), bytes, set) == 0) {
+      std::vector<int> out;
+      for (int cpu = 0; cpu < size; ++cpu) {
+        if (CPU_ISSET_S(cpu, bytes, set)) out.push_back(cpu);
+      }
+      CPU_FREE(set);
+      return out;
+    }
+    int e = errno;
+    CPU_FREE(set);
+    if (e != EINVAL) return {};  // EINVAL: the kernel's mask is larger than ours
+  }
+  return {};
 }
 
 }  // namespace
@@ -783,13 +1084,54 @@ Result<void> validate_environment(const TargetConfig& config, EnvironmentChecks 
       if (!ok) return ok;
     }
   }
+  if (!config.reactor_cpus.empty()) {
+    auto ok = check_reactor_cpus(config, checks.cpus ? *checks.cpus : machine_cpus());
+    if (!ok) return ok;
+  }
   for (std::size_t i = 0; checks.ports && i < config.listeners.size(); ++i) {
     const auto& l = config.listeners[i];
     if (l.transport != transport::TransportType::tcp) continue;  // rdma_cm is checked when it binds
-    auto ok = check_listener_port(config, l, "listeners[" + std::to_string(i) + "]");
+    auto ok = check_port(config, BindCheck{l.address, l.port, l.address_at, l.port_at,
+                                           "listeners[" + std::to_string(i) + "]", endpoint(l)});
+    if (!ok) return ok;
+  }
+  if (checks.ports && config.metrics.enabled) {
+    const auto& m = config.metrics;
+    auto ok = check_port(config, BindCheck{m.address, m.port, m.address_at, m.port_at, "metrics",
+                                           "metrics " + host_port(m.address, m.port)});
     if (!ok) return ok;
   }
   return {};
+}
+
+CpuAvailability machine_cpus() {
+  CpuAvailability cpus;
+  cpus.online = online_cpus();
+  cpus.allowed = allowed_cpus();
+  if (cpus.allowed.empty()) cpus.allowed = cpus.online;
+  return cpus;
+}
+
+std::vector<std::string> restart_only_changes(const TargetConfig& running, const TargetConfig& reread) {
+  auto same_listener = [](const ListenerConfig& a, const ListenerConfig& b) {
+    return a.transport == b.transport && a.address == b.address && a.port == b.port && a.role == b.role;
+  };
+  std::vector<std::string> keys;
+  if (!std::equal(running.listeners.begin(), running.listeners.end(), reread.listeners.begin(), reread.listeners.end(),
+                  same_listener)) {
+    keys.emplace_back("listeners");
+  }
+  if (running.reactors != reread.reactors || running.reactor_cpus != reread.reactor_cpus) keys.emplace_back("reactors");
+  if (running.busy_poll_us != reread.busy_poll_us) keys.emplace_back("busy_poll_us");
+  const auto& c = running.control;
+  const auto& c2 = reread.control;
+  if (c.enabled != c2.enabled || (c.enabled && c.socket_path != c2.socket_path)) keys.emplace_back("control");
+  const auto& m = running.metrics;
+  const auto& m2 = reread.metrics;
+  if (m.enabled != m2.enabled || (m.enabled && (m.address != m2.address || m.port != m2.port))) {
+    keys.emplace_back("metrics");
+  }
+  return keys;
 }
 
 std::size_t namespace_count(const TargetConfig& config) noexcept {
@@ -810,12 +1152,52 @@ std::string describe(const TargetConfig& config) {
   std::size_t n = namespace_count(config);
   out += ", " + std::to_string(n) + (n == 1 ? " namespace" : " namespaces");
   out += ", reactors " + (config.reactors ? std::to_string(config.reactors) : std::string("auto"));
+  if (!config.reactor_cpus.empty()) out += " on CPUs " + format_cpu_list(config.reactor_cpus);
   out += ", log " + std::string(spdlog::level::to_string_view(config.log_level).data(),
                                 spdlog::level::to_string_view(config.log_level).size());
   const auto& q = config.limits;
   out += ", queues " + std::to_string(q.max_io_queues) + "x" + std::to_string(q.io_queue_depth) + ", max I/O " +
          format_size(q.max_io_size) + ", inline " + format_size(q.admin_inline_data) + "/" +
          format_size(q.io_inline_data);
+  out += ", control " + (config.control.enabled ? config.control.socket_path : std::string("off"));
+  out += ", metrics " + (config.metrics.enabled
+                             ? "http://" + host_port(config.metrics.address, config.metrics.port) + "/metrics"
+                             : std::string("off"));
+  return out;
+}
+
+Result<std::vector<int>> parse_cpu_list(std::string_view text) {
+  std::string_view s = text;
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  std::vector<int> cpus;
+  if (s.empty()) return cpus;
+  auto bad = [&](const std::string& why) {
+    return make_error("invalid CPU list " + in_quotes(text) + ": " + why, EINVAL);
+  };
+  std::set<int> seen;
+  for (auto [entry_text, offset] : split_cpu_list(s)) {
+    std::string problem;
+    auto entry = parse_cpu_entry(entry_text, problem);
+    if (!entry) return bad(problem);
+    for (int cpu = entry->first; cpu <= entry->last; ++cpu) {
+      if (!seen.insert(cpu).second) return bad("CPU " + std::to_string(cpu) + " is listed twice");
+      cpus.push_back(cpu);
+    }
+  }
+  return cpus;
+}
+
+std::string format_cpu_list(std::span<const int> cpus) {
+  std::string out;
+  for (std::size_t i = 0; i < cpus.size();) {
+    std::size_t j = i;
+    while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) ++j;
+    if (!out.empty()) out += ',';
+    out += std::to_string(cpus[i]);
+    if (j > i) out += "-" + std::to_string(cpus[j]);
+    i = j + 1;
+  }
   return out;
 }
 

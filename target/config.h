@@ -2,7 +2,7 @@
 //
 // Parsing is pure (text in, TargetConfig or one error out) so that every rule is testable without a
 // file system or a network; validate_environment() does the checks that look at the machine (files
-// that must exist, ports that must be free). Every error is one line:
+// that must exist, ports that must be free, CPUs that must be online). Every error is one line:
 //
 //     FILE:LINE:COL: FIELD: problem
 //
@@ -20,6 +20,8 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,6 +34,10 @@
 namespace rdmablk::target {
 
 inline constexpr const char* kDefaultConfigPath = "/etc/rdmablk/target.yaml";
+// Where the control socket is unless `control: {socket: ...}` says otherwise (systemd's RuntimeDirectory).
+inline constexpr const char* kDefaultControlSocketPath = "/run/rdmablk/target.sock";
+// The Prometheus endpoint's port unless `metrics: {port: ...}` says otherwise.
+inline constexpr uint16_t kDefaultMetricsPort = 9464;
 
 // Where a value came from in the YAML file (1-based); line 0 = not from a file (a default).
 using SourceLocation = config::SourceLocation;
@@ -111,17 +117,41 @@ struct QueueLimits {
   KeepAliveConfig keep_alive;
 };
 
+// The local control socket (JSON lines: status, statistics, reload). Not reloadable.
+struct ControlConfig {
+  bool enabled = true;                                  // `control: {enabled: false}` turns it off
+  std::string socket_path = kDefaultControlSocketPath;  // absolute (relative paths are refused), <= 107 bytes
+  SourceLocation at;                                    // the `control` mapping (line 0 when absent)
+  SourceLocation socket_at;                             // its `socket` value (line 0 when defaulted)
+};
+
+// The Prometheus HTTP endpoint (GET /metrics). Off unless the file has a `metrics:` mapping. Not reloadable.
+struct MetricsConfig {
+  bool enabled = false;                 // a `metrics:` mapping turns it on, unless it says `enabled: false`
+  std::string address;                  // an IPv4 or IPv6 literal, required when enabled; 0.0.0.0 / :: = every address
+  uint16_t port = kDefaultMetricsPort;  // 1..65535; never the address:port of a TCP listener
+  SourceLocation at;                    // the `metrics` mapping
+  SourceLocation address_at;            // its `address` value
+  SourceLocation port_at;               // its `port` value (or the mapping when defaulted)
+};
+
 struct TargetConfig {
   std::string source;  // the file name used in messages
   std::vector<ListenerConfig> listeners;
   std::vector<SubsystemConfig> subsystems;
-  unsigned reactors = 0;  // reactor threads; 0 = one per online CPU
+  unsigned reactors = 0;  // reactor threads; 0 = one per online CPU (reactor_cpus.size() when pinned)
+  // `reactors: [2, 3, 6-7]` or "2,3,6-7": reactor i runs pinned to reactor_cpus[i]; empty = not pinned.
+  // Distinct; that they are online and allowed for this process is validate_environment()'s check.
+  std::vector<int> reactor_cpus;
+  std::vector<SourceLocation> reactor_cpus_at;  // where each was written (a range's CPUs share its entry)
   // Reactors keep polling this long after the last work before they sleep (0: sleep at once): longer than
   // a fast device's read (an NVMe SSD's ~80 us, the page cache's less), so that a QD1 command does not pay a
   // sleep and a wake-up, yet short enough that an idle target sleeps at once.
   unsigned busy_poll_us = 200;
   spdlog::level::level_enum log_level = spdlog::level::info;
   QueueLimits limits;
+  ControlConfig control;
+  MetricsConfig metrics;
   // Things that are allowed but probably not meant (logged at startup), each "FILE:LINE:COL: ...".
   std::vector<std::string> warnings;
 };
@@ -133,16 +163,45 @@ Result<TargetConfig> load_config(const std::string& path);
 // Parses YAML text; `name_for_messages` is the FILE part of error messages.
 Result<TargetConfig> parse_config(std::string_view yaml_text, const std::string& name_for_messages);
 
+// The CPUs reactors may be pinned to.
+struct CpuAvailability {
+  std::vector<int> online;   // ascending: the CPUs the kernel has online
+  std::vector<int> allowed;  // ascending: those this process may run on (sched_getaffinity: taskset,
+                             // systemd's CPUAffinity=, cgroup cpusets)
+};
+// This machine's: /sys/devices/system/cpu/online (else CPUs 0..sysconf(_SC_NPROCESSORS_CONF)-1), and the
+// main thread's affinity mask (else all of the online ones). Read it before any thread is pinned.
+CpuAvailability machine_cpus();
+
 // The checks that depend on this machine: every file namespace's path exists or can be created (a
-// missing file needs a size), is not a directory, is accessible; every TCP listener's address:port
-// can be bound (tried with SO_REUSEADDR and released at once). RDMA listeners are not checked.
+// missing file needs a size), is not a directory, is accessible; every reactor CPU is online and in the
+// process's allowed set; every TCP listener's address:port and the metrics endpoint's can be bound
+// (tried with SO_REUSEADDR and released at once). RDMA listeners are not checked.
 struct EnvironmentChecks {
   bool ports = true;  // off for a reload: the running daemon holds its ports
+  // The CPUs to check reactor_cpus against; unset = machine_cpus() (read only when reactors are pinned).
+  std::optional<CpuAvailability> cpus = std::nullopt;
 };
 Result<void> validate_environment(const TargetConfig& config, EnvironmentChecks checks = {});
 
-// One line for the startup log: listeners, subsystems, namespaces, reactors, log level.
+// The settings that only take effect at the next restart and differ between the running configuration
+// and a reread one, by key in file order: "listeners", "reactors" (count or CPUs), "busy_poll_us",
+// "control", "metrics". Empty when a reload applies everything.
+std::vector<std::string> restart_only_changes(const TargetConfig& running, const TargetConfig& reread);
+
+// One line for the startup log: listeners, subsystems, namespaces, reactors (and their CPUs), log level,
+// limits, control socket, metrics endpoint.
 std::string describe(const TargetConfig& config);
+
+// A CPU list as the kernel writes it (/sys/devices/system/cpu/online) and taskset -c and systemd's
+// CPUAffinity= take it: "0-3,6", comma-separated entries (spaces around them allowed), each a CPU number
+// or an inclusive range A-B. The CPUs in the order written. Empty text (the kernel's empty mask) is an
+// empty list; a malformed entry, a negative number, a backwards range or a CPU listed twice is an error
+// "invalid CPU list 'TEXT': ...".
+Result<std::vector<int>> parse_cpu_list(std::string_view text);
+// The reverse, in the given order: runs of consecutive ascending CPUs become ranges ([2, 3, 6, 7, 1] ->
+// "2-3,6-7,1"); an empty list is "".
+std::string format_cpu_list(std::span<const int> cpus);
 
 // "1073741824", "1GiB", "512M", "4 KiB": a byte count with an optional binary unit (K, M, G, T, P with
 // or without "iB", any case; "B" alone = bytes). "GB" and friends are refused as ambiguous.

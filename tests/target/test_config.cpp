@@ -91,6 +91,18 @@ TEST(Config, ShippedExampleParses) {
   EXPECT_TRUE(config->warnings.empty()) << config->warnings.front();
   EXPECT_EQ(config->limits.admin_inline_data, 8192u);
   EXPECT_EQ(config->limits.io_inline_data, 16384u);
+  // Its operating settings are the defaults, spelled out: unpinned reactors, the control socket on,
+  // metrics off.
+  EXPECT_EQ(config->reactors, 0u);
+  EXPECT_TRUE(config->reactor_cpus.empty());
+  EXPECT_TRUE(config->control.enabled);
+  EXPECT_EQ(config->control.socket_path, kDefaultControlSocketPath);
+  EXPECT_FALSE(config->metrics.enabled);
+  EXPECT_EQ(config->metrics.port, kDefaultMetricsPort);
+  EXPECT_TRUE(restart_only_changes(*config, *parse_config("listeners: [{address: 0.0.0.0}, {address: 0.0.0.0, "
+                                                          "role: discovery}]\n",
+                                                          "t.yaml"))
+                  .empty());
 }
 
 TEST(Config, QuickstartParsesAndPassesTheFileChecks) {
@@ -268,9 +280,9 @@ reactors: -2
             "t.yaml:2:11: reactors: must not be negative (got '-2')");
   EXPECT_EQ(parse_error(R"(
 listeners: [{address: 127.0.0.1}]
-reactors: [1, 2]
+reactors: {count: 2}
 )"),
-            "t.yaml:2:11: reactors: expected an integer, got a list");
+            "t.yaml:2:11: reactors: expected a reactor count or a CPU list such as [2, 3, 6-7], got a mapping");
   EXPECT_EQ(parse_error(R"(
 listeners: [{address: 127.0.0.1}]
 busy_poll_us: 2000000
@@ -717,7 +729,8 @@ log_level: debug
 )");
   EXPECT_EQ(describe(c),
             "2 listeners (tcp 0.0.0.0:4420, tcp [::1]:8009 discovery), 1 subsystem, 2 namespaces, reactors 2, "
-            "log debug, queues 64x128, max I/O 1 MiB, inline 8 KiB/16 KiB");
+            "log debug, queues 64x128, max I/O 1 MiB, inline 8 KiB/16 KiB, control /run/rdmablk/target.sock, "
+            "metrics off");
 }
 
 }  // namespace
