@@ -7,6 +7,9 @@ find_package(tl-expected REQUIRED)
 find_package(yaml-cpp REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(nlohmann_json REQUIRED)
+# prometheus-cpp-dev: only its core library (MetricFamily + TextSerializer) is linked; the package's config
+# also looks for civetweb, CURL and ZLIB (its pull/push libraries), which the package depends on.
+find_package(prometheus-cpp CONFIG REQUIRED)
 pkg_check_modules(URING REQUIRED IMPORTED_TARGET liburing>=2.3)
 pkg_check_modules(ISAL REQUIRED IMPORTED_TARGET libisal)
 pkg_check_modules(SYSTEMD REQUIRED IMPORTED_TARGET libsystemd)
