@@ -510,10 +510,11 @@ Result<uint16_t> Controller::set_number_of_queues(uint16_t count) {
   return static_cast<uint16_t>(std::min<uint32_t>({nsq, ncq, count}));
 }
 
-Result<std::vector<uint8_t>> Controller::get_log_page(protocol::LogPageId lid, uint64_t offset, uint32_t bytes) {
+Result<std::vector<uint8_t>> Controller::get_log_page(protocol::LogPageId lid, uint64_t offset, uint32_t bytes,
+                                                      uint32_t nsid) {
   if (bytes == 0 || bytes % 4 || offset % 4) return make_error("log page reads must be dword sized and aligned", EINVAL);
   std::vector<uint8_t> buf(bytes);
-  auto cmd = protocol::make_get_log_page(0, lid, 0, offset, bytes, protocol::SglDescriptor{});
+  auto cmd = protocol::make_get_log_page(0, lid, nsid, offset, bytes, protocol::SglDescriptor{});
   auto r = admin(protocol::to_sqe(cmd), buf, DataDirection::controller_to_host);
   if (!r) return tl::unexpected(r.error());
   return buf;

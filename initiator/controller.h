@@ -194,7 +194,8 @@ class Controller {
   Result<NamespaceInfo> identify_namespace(uint32_t nsid);
   // Granted I/O queue count (min of submission and completion queues granted, 1-based).
   Result<uint16_t> set_number_of_queues(uint16_t count);
-  Result<std::vector<uint8_t>> get_log_page(protocol::LogPageId lid, uint64_t offset, uint32_t bytes);
+  Result<std::vector<uint8_t>> get_log_page(protocol::LogPageId lid, uint64_t offset, uint32_t bytes,
+                                            uint32_t nsid = 0);
   // Discovery log: header first (numrec), then the entries in dword-aligned chunks of at most
   // `chunk_bytes` (capped by the transfer limit); re-read from the start if GENCTR changed meanwhile.
   Result<DiscoveryLog> discovery_log(uint32_t chunk_bytes = 4096, unsigned max_passes = 10);

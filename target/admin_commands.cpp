@@ -255,6 +255,7 @@ void TargetCore::get_log_page(CoreQueue& q, TargetRequest& req) noexcept {
   const auto lid = static_cast<protocol::LogPageId>(cmd.lid());
   std::vector<uint8_t> page;
   bool known = true;
+  Status status = st::success;
   {
     std::lock_guard lock(mu_);
     if (ctrl.discovery) {
@@ -277,24 +278,30 @@ void TargetCore::get_log_page(CoreQueue& q, TargetRequest& req) noexcept {
           break;
         }
         case protocol::LogPageId::smart_health: {
-          protocol::SmartLog log{};
-          uint64_t rc = ctrl.closed_read_commands, wc = ctrl.closed_write_commands;
-          uint64_t rs = ctrl.closed_read_sectors, ws = ctrl.closed_write_sectors;
-          for (const auto& w : ctrl.io_queue_table) {
-            if (auto iq = w.lock()) {
-              rc += iq->counters.read_commands.load(std::memory_order_relaxed);
-              wc += iq->counters.write_commands.load(std::memory_order_relaxed);
-              rs += iq->counters.read_sectors.load(std::memory_order_relaxed);
-              ws += iq->counters.write_sectors.load(std::memory_order_relaxed);
-            }
+          // NSID FFFFFFFFh (or 0): this controller's commands; an active NSID: that namespace's, from every
+          // host (as nvmet reports the backing device's counters). Counted when they complete.
+          const uint32_t nsid = req.sqe.hdr.nsid.get();
+          stats::IoStatsSnapshot io;
+          if (nsid == 0 || nsid == protocol::kNsidAll) {
+            io = controller_io_locked(ctrl);
+          } else if (ctrl.subsys->table->find(nsid) != nullptr) {
+            io = namespace_io(ctrl.subsys->nqn, nsid);
+          } else {
+            status = st::invalid_namespace;
+            break;
           }
+          const auto& reads = io.op(stats::OpClass::read);
+          const auto& writes = io.op(stats::OpClass::write);
+          // Data units: thousands of 512-byte units, rounded up.
+          auto data_units = [](uint64_t bytes) { return (bytes / 512 + 999) / 1000; };
+          protocol::SmartLog log{};
           log.available_spare = 100;
           log.available_spare_threshold = 10;
           log.composite_temperature.set(273 + 40);
-          log.data_units_read.set((rs + 999) / 1000);
-          log.data_units_written.set((ws + 999) / 1000);
-          log.host_read_commands.set(rc);
-          log.host_write_commands.set(wc);
+          log.data_units_read.set(data_units(reads.bytes));
+          log.data_units_written.set(data_units(writes.bytes));
+          log.host_read_commands.set(reads.commands);
+          log.host_write_commands.set(writes.commands);
           {
             std::lock_guard elock(ctrl.error_mu);
             log.num_error_log_entries.set(ctrl.error_count);
@@ -346,6 +353,10 @@ void TargetCore::get_log_page(CoreQueue& q, TargetRequest& req) noexcept {
           break;
       }
     }
+  }
+  if (!status.ok()) {
+    finish(req, status);
+    return;
   }
   if (!known || offset > page.size()) {
     finish(req, st::invalid_field);

@@ -17,6 +17,7 @@
 #include "protocol/completion.h"
 #include "protocol/log_pages.h"
 #include "protocol/properties.h"
+#include "target/stats.h"
 #include "target/subsystem.h"
 #include "transport/address.h"
 #include "transport/target_queue.h"
@@ -36,16 +37,6 @@ inline constexpr uint32_t kMaxChangedNamespaces = 1024;
 // log page (without RAE); further changes of that type are folded into the log until then (like nvmet).
 inline constexpr uint32_t kAenMaskNamespace = 1u << 0;
 inline constexpr uint32_t kAenMaskDiscovery = 1u << 1;
-
-// Per-queue I/O counters for the SMART log: written by the queue's own thread only (relaxed load + store,
-// no locked instruction), summed by Get Log Page.
-struct IoCounters {
-  std::atomic<uint64_t> read_commands{0};
-  std::atomic<uint64_t> write_commands{0};
-  std::atomic<uint64_t> read_sectors{0};   // 512-byte units
-  std::atomic<uint64_t> write_sectors{0};
-  void add(std::atomic<uint64_t>& c, uint64_t v) noexcept { c.store(c.load(std::memory_order_relaxed) + v, std::memory_order_relaxed); }
-};
 
 struct Controller {
   uint16_t cntlid = 0;
@@ -73,7 +64,10 @@ struct Controller {
   uint32_t aen_masked = 0;
   std::vector<uint32_t> changed_namespaces;             // for LID 0x04
   bool changed_overflow = false;
-  uint64_t closed_read_commands = 0, closed_write_commands = 0, closed_read_sectors = 0, closed_write_sectors = 0;
+  // What its I/O queues that are gone completed (their live statistics are in CoreQueue::io_stats).
+  stats::IoStatsSnapshot closed_io;
+  std::string peer;                 // the admin queue's peer address ("10.0.0.2:53211")
+  int64_t connected_unix_ms = 0;    // when the admin Connect succeeded (wall clock)
 
   // Lock-free state read by the data path.
   std::atomic<bool> ready{false};          // CC.EN = 1 and CSTS.RDY = 1

@@ -127,10 +127,8 @@ void TargetCore::on_queue_closed(transport::TargetQueue& queue) noexcept {
         }
       } else if (q.state == QueueState::io) {
         if (q.qid < ctrl->io_queue_table.size()) ctrl->io_queue_table[q.qid].reset();
-        ctrl->closed_read_commands += q.counters.read_commands.load(std::memory_order_relaxed);
-        ctrl->closed_write_commands += q.counters.write_commands.load(std::memory_order_relaxed);
-        ctrl->closed_read_sectors += q.counters.read_sectors.load(std::memory_order_relaxed);
-        ctrl->closed_write_sectors += q.counters.write_sectors.load(std::memory_order_relaxed);
+        // Commands still in flight on it complete as released, uncounted.
+        ctrl->closed_io.add(q.io_stats);
       }
     }
   }
@@ -160,6 +158,8 @@ void TargetCore::on_command(TargetRequest& req) noexcept {
   CoreQueue& q = *qp;
   RequestState& rs = reset_request_state(req);
   rs.opcode = req.sqe.hdr.opcode;
+  rs.arrived_ns = monotonic_ns();
+  q.commands_received.store(q.commands_received.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   if (req.sqe.hdr.opcode == protocol::kFabricsOpcode) {
     handle_fabrics(q, req);
     return;
@@ -216,7 +216,24 @@ void TargetCore::finish(TargetRequest& req, Status status, uint32_t dw0, bool wi
     req.queue->release(req);
     return;
   }
+  account(*qp, req, status);
   req.queue->complete(req, with_data && status.ok());
+}
+
+void TargetCore::account(CoreQueue& q, const TargetRequest& req, Status status) noexcept {
+  q.commands_completed.store(q.commands_completed.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  // I/O statistics: commands of I/O queues, not the Connect that made the queue one.
+  if (q.state != QueueState::io || req.sqe.hdr.opcode == protocol::kFabricsOpcode) return;
+  const RequestState& rs = *std::launder(reinterpret_cast<const RequestState*>(req.core.data()));
+  const auto op = static_cast<protocol::IoOpcode>(req.sqe.hdr.opcode);
+  const stats::OpClass cls = op == protocol::IoOpcode::read    ? stats::OpClass::read
+                             : op == protocol::IoOpcode::write ? stats::OpClass::write
+                                                               : stats::OpClass::other;
+  const uint64_t bytes = status.ok() && cls != stats::OpClass::other ? req.data_length : 0;
+  const uint64_t now = monotonic_ns();
+  const uint64_t latency = now > rs.arrived_ns ? now - rs.arrived_ns : 0;
+  q.io_stats.record(cls, bytes, latency, status.field());
+  if (rs.ns_stats != nullptr) rs.ns_stats->record(cls, bytes, latency, status.field());
 }
 
 void TargetCore::finish_with_data(TargetRequest& req, std::span<const uint8_t> bytes) noexcept {

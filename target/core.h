@@ -31,6 +31,8 @@
 #include "protocol/result.h"
 #include "target/config.h"
 #include "target/core_reactor.h"
+#include "target/stats.h"
+#include "target/status.h"
 #include "target/subsystem.h"
 #include "transport/target_queue.h"
 
@@ -83,6 +85,14 @@ class TargetCore final : public transport::TargetQueueHandler {
   void shutdown(const char* reason);
 
   std::size_t controller_count() const;
+
+  // For the control socket and /metrics (control thread): the subsystems, namespaces and controllers, and the
+  // statistics of every namespace and I/O controller. Fills those fields of `out`, nothing else.
+  void fill_status(TargetStatus& out) const;
+  // Disconnects every controller of a host / one controller (the host may connect again if still allowed).
+  // Returns how many were disconnected.
+  unsigned disconnect_host(std::string_view hostnqn);
+  unsigned disconnect_controller(uint16_t cntlid);
   uint64_t discovery_generation() const;
 
   // transport::TargetQueueHandler
@@ -103,6 +113,12 @@ class TargetCore final : public transport::TargetQueueHandler {
   void finish(transport::TargetRequest& req, protocol::Status status, uint32_t dw0 = 0, bool with_data = false,
               uint32_t dw1 = 0) noexcept;
   void finish_with_data(transport::TargetRequest& req, std::span<const uint8_t> bytes) noexcept;
+  // Statistics merged from the live blocks: a controller's I/O queues (mu_ held), a namespace's per-reactor
+  // blocks (any thread).
+  stats::IoStatsSnapshot controller_io_locked(const Controller& ctrl) const;
+  stats::IoStatsSnapshot namespace_io(const std::string& nqn, uint32_t nsid) const;
+  // Counts a completing command in its queue's and its namespace's statistics.
+  void account(CoreQueue& q, const transport::TargetRequest& req, protocol::Status status) noexcept;
   void start_keep_alive_locked(const std::shared_ptr<Controller>& ctrl);
   void keep_alive_check(const std::weak_ptr<Controller>& weak);
   // Marks the controller dead, takes it out of the table and closes its queues (by message). Called with

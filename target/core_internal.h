@@ -1,9 +1,15 @@
 // Internal state of the target core shared by core.cpp and the command handlers; not for the daemon.
 #pragma once
 
+#include <time.h>
+
+#include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <new>
+#include <string>
 #include <span>
 #include <unordered_map>
 #include <vector>
@@ -14,6 +20,7 @@
 #include "target/controller.h"
 #include "target/core.h"
 #include "target/core_reactor.h"
+#include "target/stats.h"
 #include "target/subsystem.h"
 #include "transport/reactor.h"
 #include "transport/target_queue.h"
@@ -48,7 +55,8 @@ struct NsChannel {
 struct NsSlot {
   uint32_t nsid = 0;
   std::shared_ptr<Namespace> ns;
-  NsChannel* channel = nullptr;  // opened lazily
+  NsChannel* channel = nullptr;     // opened lazily
+  stats::IoStats* stats = nullptr;  // this reactor's statistics of (subsystem, nsid)
 };
 
 // A reactor's copy of one subsystem's namespace table.
@@ -83,6 +91,12 @@ class ReactorState final : public transport::Poller {
   bool poll() noexcept override;
   void detach() noexcept;  // remove the poller and the fd watches (destruction)
 
+  // This reactor's statistics block of a namespace, created on first use (reactor thread, control path).
+  // Kept by (subsystem NQN, NSID), so they go on across a reload that replaces the backend.
+  stats::IoStats* namespace_stats(const std::string& nqn, uint32_t nsid);
+  // Adds this reactor's block of (nqn, nsid), if any, to `out` (any thread).
+  void collect_namespace_stats(const std::string& nqn, uint32_t nsid, stats::IoStatsSnapshot& out) const;
+
  private:
   void unwatch(NsChannel& ch) noexcept;
   // Submits req's backend requests from RequestState::next on. Returns false when the command parked on
@@ -98,6 +112,10 @@ class ReactorState final : public transport::Poller {
   std::unordered_map<const Subsystem*, std::unique_ptr<SubsystemView>> views_;
   std::vector<std::unique_ptr<NsChannel>> channels_;
   bool poller_added_ = false;
+  // Blocks are written by this reactor without a lock; the mutex guards the map only (creating an entry here,
+  // looking one up from the control thread).
+  mutable std::mutex ns_stats_mu_;
+  std::map<std::pair<std::string, uint32_t>, std::unique_ptr<stats::IoStats>> ns_stats_;
 };
 
 enum class QueueState : uint8_t { unconnected, admin, io };
@@ -116,7 +134,11 @@ struct CoreQueue {
   bool closed = false;            // on_queue_closed seen: complete() becomes release()
   uint32_t backend_in_flight = 0;
   uint32_t parked = 0;  // commands waiting for room in a full backend queue
-  IoCounters counters;
+  // I/O queues: what this queue completed (written on its reactor only, read by the control path).
+  stats::IoStats io_stats;
+  // Commands received and completed (relaxed single-writer counters): their difference is in flight.
+  std::atomic<uint64_t> commands_received{0};
+  std::atomic<uint64_t> commands_completed{0};
   std::shared_ptr<CoreQueue> self;  // keeps this alive until closed and drained
 };
 
@@ -142,6 +164,8 @@ struct RequestState {
   uint8_t opcode;
   backend::Op op;  // Read, Write, Flush, Write Zeroes: the backend operation
   bool fua;
+  uint64_t arrived_ns;          // steady clock when the command arrived (latency statistics)
+  stats::IoStats* ns_stats;     // I/O commands on an active namespace: its statistics on this reactor
 };
 static_assert(sizeof(RequestState) <= sizeof(TargetRequest::core));
 static_assert(alignof(RequestState) <= 16);
@@ -152,6 +176,13 @@ inline RequestState& request_state(TargetRequest& req) noexcept {
 inline RequestState& reset_request_state(TargetRequest& req) noexcept {
   return *new (req.core.data()) RequestState{};
 }
+// Steady clock in ns for latency statistics.
+inline uint64_t monotonic_ns() noexcept {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
 inline CoreQueue& core_queue(TargetRequest& req) noexcept { return *static_cast<CoreQueue*>(req.queue->core_queue); }
 
 // Fabrics commands want SGLs for their data and no fused operations (nvmet_req_init): Invalid Field otherwise.

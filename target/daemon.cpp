@@ -1,18 +1,28 @@
 #include "target/daemon.h"
 
+#include <poll.h>
 #include <pthread.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/signalfd.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cstring>
 #include <thread>
 #include <vector>
 
+#include <fmt/format.h>
+
+#include "target/control_api.h"
+#include "target/control_server.h"
 #include "target/core.h"
 #include "target/core_reactor.h"
+#include "target/metrics.h"
+#include "target/metrics_http.h"
 #include "target/transport_options.h"
 #include "transport/buffer_pool.h"
 #include "transport/reactor.h"
@@ -21,9 +31,30 @@
 
 namespace rdmablk::target {
 
+// What a reactor last told the control thread when it ran the periodic probe (heartbeat for the watchdog,
+// buffer pool use, which only its own thread may read).
+struct ReactorProbe {
+  std::atomic<uint64_t> answered{0};  // the last probe sequence number it ran
+  std::atomic<uint32_t> free_buffers{0};
+};
+
 struct Daemon::Impl {
   DaemonOptions options;
   TargetConfig config;
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+  int64_t config_loaded_unix_ms = 0;
+  std::vector<std::unique_ptr<ReactorProbe>> probes;
+  uint64_t probe_seq = 0;
+  unsigned buffers_per_pool = 0;  // as created (queue limits are not reloadable)
+  // The previous periodic sample: busy ratios and IOPS are computed over the interval since.
+  std::chrono::steady_clock::time_point last_sample{};
+  std::vector<uint64_t> last_busy_ns;
+  std::vector<double> recent_busy;
+  uint64_t last_commands = 0;
+  double recent_iops = 0;
+  bool watchdog_withheld = false;
+  std::unique_ptr<ControlServer> control;
+  std::unique_ptr<MetricsHttpServer> metrics;
   std::vector<std::unique_ptr<transport::Reactor>> reactors;
   std::vector<std::unique_ptr<transport::BufferPool>> pools;
   std::vector<std::unique_ptr<ReactorAdapter>> adapters;
@@ -48,6 +79,7 @@ namespace {
 
 
 unsigned reactor_count(const TargetConfig& config) {
+  if (!config.reactor_cpus.empty()) return static_cast<unsigned>(config.reactor_cpus.size());
   if (config.reactors != 0) return config.reactors;
   unsigned n = std::thread::hardware_concurrency();
   return n == 0 ? 1 : n;
@@ -55,6 +87,18 @@ unsigned reactor_count(const TargetConfig& config) {
 
 unsigned live_connections() {
   return transport::tcp::live_tcp_target_connections() + transport::rdma::live_rdma_target_queues();
+}
+
+int64_t unix_ms_now() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// "1.2k" style numbers for the systemd STATUS= line.
+std::string short_number(double v) {
+  if (v >= 1e6) return fmt::format("{:.1f}M", v / 1e6);
+  if (v >= 1e4) return fmt::format("{:.1f}k", v / 1e3);
+  return fmt::format("{:.0f}", v);
 }
 
 }  // namespace
@@ -81,6 +125,7 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const TargetConfig& config, const 
     transport::ReactorOptions ro;
     ro.name = "reactor" + std::to_string(i);
     ro.busy_poll = std::chrono::microseconds(config.busy_poll_us);
+    if (!config.reactor_cpus.empty()) ro.cpu = config.reactor_cpus[i];
     auto reactor = transport::Reactor::create(ro);
     if (!reactor) return make_error("reactor " + std::to_string(i) + ": " + reactor.error().message);
     auto pool = transport::BufferPool::create(buffer_pool_options(config.limits));
@@ -88,7 +133,15 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const TargetConfig& config, const 
     s.adapters.push_back(std::make_unique<ReactorAdapter>(**reactor, pool->get()));
     s.reactors.push_back(std::move(*reactor));
     s.pools.push_back(std::move(*pool));
+    s.probes.push_back(std::make_unique<ReactorProbe>());
   }
+  {
+    const auto po = buffer_pool_options(config.limits);
+    s.buffers_per_pool = po.small_count + po.large_count;
+  }
+  s.last_busy_ns.assign(n, 0);
+  s.recent_busy.assign(n, 0.0);
+  s.config_loaded_unix_ms = unix_ms_now();
   std::vector<CoreReactor*> core_reactors;
   for (auto& a : s.adapters) core_reactors.push_back(a.get());
   auto core = TargetCore::create(config, core_reactors);
@@ -121,35 +174,145 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const TargetConfig& config, const 
     }
     spdlog::info("listening on {} ({})", transport::to_uri(*bound), listener_role_name(l.role));
   }
+
+  Daemon* self = d.get();
+  const std::string socket_path = options.control_socket.empty() ? config.control.socket_path : options.control_socket;
+  if (config.control.enabled || !options.control_socket.empty()) {
+    ControlHooks hooks{
+        .status = [self] { return self->status(); },
+        .reload = [self] { return self->reload_notifying("control socket"); },
+        .disconnect_host = [self](const std::string& host) { return self->impl_->core->disconnect_host(host); },
+        .disconnect_controller = [self](uint16_t id) { return self->impl_->core->disconnect_controller(id); },
+    };
+    auto control = ControlServer::create(
+        socket_path, [hooks](const std::string& line) { return handle_control_request(hooks, line); });
+    if (!control) return make_error(config.source + ": control.socket: " + control.error().message);
+    s.control = std::move(*control);
+    spdlog::info("control socket {}", s.control->path());
+  }
+  if (config.metrics.enabled) {
+    auto metrics = MetricsHttpServer::create(config.metrics.address, config.metrics.port, MetricsHttpLimits{},
+                                             [self] { return render_prometheus(self->status()); });
+    if (!metrics) {
+      return make_error(config.source + ":" + std::to_string(config.metrics.at.line) + ":" +
+                        std::to_string(config.metrics.at.column) + ": metrics: " + metrics.error().message);
+    }
+    s.metrics = std::move(*metrics);
+    spdlog::info("Prometheus metrics on http://{}/metrics", (*s.metrics).bound_address());
+  }
   return d;
 }
 
 Daemon::~Daemon() { stop(); }
 
-Result<void> Daemon::reload() {
+Result<std::string> Daemon::reload() {
   Impl& s = *impl_;
   auto config = load_config(s.options.config_path);
   if (!config) return tl::unexpected(config.error());
-  if (auto env = validate_environment(*config, {.ports = false}); !env) return tl::unexpected(env.error());
-  // The sockets stay as bound at startup, so the core keeps serving (and advertising, and enforcing the
-  // roles of) the listeners that really exist.
-  auto same_listener = [](const ListenerConfig& a, const ListenerConfig& b) {
-    return a.transport == b.transport && a.address == b.address && a.port == b.port && a.role == b.role;
-  };
-  if (!std::equal(config->listeners.begin(), config->listeners.end(), s.config.listeners.begin(),
-                  s.config.listeners.end(), same_listener)) {
-    spdlog::warn("listener changes take effect at the next restart");
-    config->listeners = s.config.listeners;
+  EnvironmentChecks checks;
+  checks.ports = false;
+  if (auto env = validate_environment(*config, checks); !env) return tl::unexpected(env.error());
+  // Listeners, reactors, the control socket and the metrics endpoint stay as started: the sockets stay
+  // bound, so the core keeps serving (and advertising, and enforcing the roles of) the listeners that
+  // really exist.
+  if (auto pending = restart_only_changes(s.config, *config); !pending.empty()) {
+    std::string keys;
+    for (const auto& k : pending) keys += (keys.empty() ? "" : ", ") + k;
+    spdlog::warn("changes to {} take effect at the next restart", keys);
   }
-  if (config->reactors != s.config.reactors || config->busy_poll_us != s.config.busy_poll_us) {
-    spdlog::warn("reactor changes (reactors, busy_poll_us) take effect at the next restart");
-  }
+  config->listeners = s.config.listeners;
   auto summary = s.core->reload(*config);
   if (!summary) return tl::unexpected(summary.error());
   for (const auto& warning : config->warnings) spdlog::warn("{}", warning);
   spdlog::info("reloaded {}: {}", s.options.config_path, summary->describe());
   s.config = std::move(*config);
-  return {};
+  s.config_loaded_unix_ms = unix_ms_now();
+  return summary->describe();
+}
+
+Result<std::string> Daemon::reload_notifying(const char* why) {
+  sd_notify(0, "RELOADING=1");
+  spdlog::info("{}: reloading {}", why, impl_->options.config_path);
+  auto r = reload();
+  if (!r) spdlog::error("reload failed, configuration unchanged: {}", r.error().message);
+  sd_notify(0, "READY=1");
+  return r;
+}
+
+TargetStatus Daemon::status() const {
+  const Impl& s = *impl_;
+  TargetStatus out;
+  out.version = kTargetVersion;
+  out.pid = static_cast<int>(::getpid());
+  out.uptime_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - s.started).count();
+  out.config_path = s.options.config_path;
+  out.config_loaded_unix_ms = s.config_loaded_unix_ms;
+  for (const auto& l : s.config.listeners) {
+    out.listeners.push_back({transport::transport_name(l.transport), l.address, l.port, listener_role_name(l.role)});
+  }
+  for (std::size_t i = 0; i < s.reactors.size(); ++i) {
+    stats::ReactorStats r;
+    r.index = static_cast<unsigned>(i);
+    r.cpu = s.reactors[i]->cpu();
+    r.busy_ns = static_cast<uint64_t>(s.reactors[i]->busy_time().count());
+    r.uptime_ns = static_cast<uint64_t>(s.reactors[i]->age().count());
+    r.recent_busy_ratio = s.recent_busy[i];
+    r.responsive = s.probes[i]->answered.load(std::memory_order_acquire) + 1 >= s.probe_seq;
+    r.buffers_total = s.buffers_per_pool;
+    const uint64_t free = s.probes[i]->free_buffers.load(std::memory_order_relaxed);
+    r.buffers_in_use = r.buffers_total > free ? r.buffers_total - free : 0;
+    r.buffer_bytes = s.pools[i]->region().iov_len;
+    out.reactors.push_back(r);
+  }
+  s.core->fill_status(out);
+  return out;
+}
+
+void Daemon::periodic() {
+  Impl& s = *impl_;
+  const auto now = std::chrono::steady_clock::now();
+  // 1. Watchdog: ping systemd only when every reactor ran the previous probe (a stuck reactor, or a frozen
+  // process, lets the watchdog fire).
+  bool all_answered = true;
+  for (std::size_t i = 0; i < s.probes.size(); ++i) {
+    if (s.probes[i]->answered.load(std::memory_order_acquire) < s.probe_seq) {
+      all_answered = false;
+      if (!s.watchdog_withheld) spdlog::warn("reactor {} did not answer its heartbeat: watchdog ping withheld", i);
+    }
+  }
+  s.watchdog_withheld = !all_answered;
+  if (all_answered) sd_notify(0, "WATCHDOG=1");
+  // 2. The next probe.
+  const uint64_t seq = ++s.probe_seq;
+  for (std::size_t i = 0; i < s.reactors.size(); ++i) {
+    ReactorProbe* probe = s.probes[i].get();
+    transport::BufferPool* pool = s.pools[i].get();
+    s.reactors[i]->post([probe, pool, seq] {
+      probe->free_buffers.store(pool->free_small() + pool->free_large(), std::memory_order_relaxed);
+      probe->answered.store(seq, std::memory_order_release);
+    });
+  }
+  // 3. Busy ratios and IOPS over the interval, and the STATUS= line.
+  const double dt = s.last_sample == std::chrono::steady_clock::time_point{}
+                        ? 0.0
+                        : std::chrono::duration<double>(now - s.last_sample).count();
+  for (std::size_t i = 0; i < s.reactors.size(); ++i) {
+    const uint64_t busy = static_cast<uint64_t>(s.reactors[i]->busy_time().count());
+    if (dt > 0) s.recent_busy[i] = std::min(1.0, static_cast<double>(busy - s.last_busy_ns[i]) / (dt * 1e9));
+    s.last_busy_ns[i] = busy;
+  }
+  TargetStatus st;
+  s.core->fill_status(st);
+  uint64_t commands = 0;
+  for (const auto& ns : st.namespace_stats) commands += ns.io.total_commands();
+  if (dt > 0) s.recent_iops = static_cast<double>(commands >= s.last_commands ? commands - s.last_commands : 0) / dt;
+  s.last_commands = commands;
+  s.last_sample = now;
+  std::size_t io_controllers = 0;
+  for (const auto& c : st.controllers) io_controllers += c.discovery ? 0 : 1;
+  const std::string line = fmt::format("STATUS={} controllers, {} subsystems, {} IOPS", io_controllers,
+                                       st.subsystems.size(), short_number(s.recent_iops));
+  sd_notify(0, line.c_str());
 }
 
 void Daemon::stop() {
@@ -176,6 +339,8 @@ void Daemon::stop() {
   while (transport::rdma::live_rdma_reactor_contexts() > 0 && std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
+  s.control.reset();
+  s.metrics.reset();
   s.stop_reactors();
   s.tcp_listeners.clear();
   s.rdma_listeners.clear();
@@ -183,29 +348,81 @@ void Daemon::stop() {
 }
 
 int Daemon::run() {
-  sd_notify(0, "READY=1");
-  spdlog::info("rdmablk-target ready");
+  Impl& s = *impl_;
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGHUP);
-  for (;;) {
-    siginfo_t info{};
-    int sig = sigwaitinfo(&set, &info);
-    if (sig < 0) continue;  // EINTR
-    if (sig == SIGHUP) {
-      sd_notify(0, "RELOADING=1");
-      spdlog::info("SIGHUP: reloading {}", impl_->options.config_path);
-      if (auto r = reload(); !r) spdlog::error("reload failed, configuration unchanged: {}", r.error().message);
-      sd_notify(0, "READY=1");
-      continue;
-    }
-    spdlog::info("{}: draining in-flight I/O and disconnecting hosts", sig == SIGTERM ? "SIGTERM" : "SIGINT");
-    sd_notify(0, "STOPPING=1");
+  const int sfd = ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (sfd < 0) {
+    spdlog::error("signalfd: {}", std::strerror(errno));
     stop();
-    spdlog::info("rdmablk-target stopped");
-    return 0;
+    return 1;
+  }
+  // The periodic sample: often enough to ping a watchdog well within its timeout, else every 5 s (the
+  // STATUS= line). Idle, the control thread and each reactor wake once per period.
+  std::chrono::milliseconds period{5000};
+  uint64_t watchdog_usec = 0;
+  if (sd_watchdog_enabled(0, &watchdog_usec) > 0 && watchdog_usec > 0) {
+    period = std::min(period, std::chrono::milliseconds(std::max<uint64_t>(watchdog_usec / 4000, 100)));
+    spdlog::info("systemd watchdog: {} ms, pinged every {} ms while every reactor answers", watchdog_usec / 1000,
+                 period.count());
+  }
+  periodic();
+  sd_notify(0, "READY=1");
+  spdlog::info("rdmablk-target ready");
+  auto next_sample = std::chrono::steady_clock::now() + period;
+  std::vector<pollfd> fds;
+  for (;;) {
+    fds.clear();
+    fds.push_back({sfd, POLLIN, 0});
+    if (s.control) s.control->add_pollfds(fds);
+    if (s.metrics) s.metrics->add_pollfds(fds);
+    auto now = std::chrono::steady_clock::now();
+    int timeout = static_cast<int>(
+        std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(next_sample - now).count() + 1));
+    if (s.control) {
+      const int t = s.control->poll_timeout_ms(now);
+      if (t >= 0) timeout = std::min(timeout, t);
+    }
+    if (s.metrics) {
+      const auto t = s.metrics->next_timeout(now);
+      if (t < std::chrono::milliseconds(timeout)) timeout = static_cast<int>(t.count());
+    }
+    const int rc = ::poll(fds.data(), fds.size(), timeout);
+    if (rc < 0 && errno != EINTR) {
+      spdlog::error("control loop: poll: {}", std::strerror(errno));
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    now = std::chrono::steady_clock::now();
+    if (rc > 0 && (fds[0].revents & POLLIN) != 0) {
+      signalfd_siginfo info{};
+      while (::read(sfd, &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info))) {
+        if (info.ssi_signo == SIGHUP) {
+          (void)reload_notifying("SIGHUP");
+          continue;
+        }
+        spdlog::info("{}: draining in-flight I/O and disconnecting hosts",
+                     info.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
+        sd_notify(0, "STOPPING=1");
+        ::close(sfd);
+        stop();
+        spdlog::info("rdmablk-target stopped");
+        return 0;
+      }
+    }
+    if (rc > 0) {
+      if (s.control) s.control->handle(fds, now);
+      if (s.metrics) s.metrics->handle(fds, now);
+    } else if (rc == 0) {
+      if (s.control) s.control->handle({}, now);  // idle timeouts
+      if (s.metrics) s.metrics->handle(std::span<const pollfd>(), now);
+    }
+    if (now >= next_sample) {
+      periodic();
+      next_sample = now + period;
+    }
   }
 }
 

@@ -8,13 +8,17 @@
 
 #include "protocol/result.h"
 #include "target/config.h"
+#include "target/status.h"
 
 namespace rdmablk::target {
 
 struct DaemonOptions {
   std::string config_path;                    // reread on SIGHUP
   std::chrono::milliseconds drain_timeout{10'000};  // SIGTERM: how long in-flight I/O may take to finish
+  std::string control_socket;  // non-empty: the control socket's path, overriding the config (--control-socket)
 };
+
+inline constexpr const char* kTargetVersion = "0.1.0";
 
 class Daemon {
  public:
@@ -27,14 +31,21 @@ class Daemon {
   // Blocks handling signals until SIGTERM or SIGINT, then drains and stops. Returns the exit status.
   // The caller must have blocked those signals in every thread (block_daemon_signals) before start().
   int run();
-  // Applies the config file again (what SIGHUP does). On error nothing changes and the error is logged.
-  Result<void> reload();
+  // Applies the config file again (what SIGHUP does): the summary of what changed, or the error (nothing
+  // changed). reload_notifying() also tells systemd (RELOADING=1 ... READY=1) and logs the outcome.
+  Result<std::string> reload();
+  Result<std::string> reload_notifying(const char* why);
+  // What the control socket and /metrics report (control thread).
+  TargetStatus status() const;
   // Stops listeners, disconnects every host, waits for in-flight I/O (up to drain_timeout), stops the
   // reactors. Idempotent.
   void stop();
 
  private:
   Daemon() = default;
+  // Every few seconds on the control thread: the watchdog ping (only when every reactor answered the previous
+  // heartbeat), the next heartbeat, busy ratios, IOPS and the systemd STATUS= line.
+  void periodic();
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

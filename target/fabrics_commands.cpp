@@ -168,6 +168,10 @@ void TargetCore::admin_connect(CoreQueue& q, TargetRequest& req, const ConnectCo
     ctrl->hostid = data.hostid;
     ctrl->trtype = q.tq->transport_type();
     ctrl->local_address = q.tq->local_address();
+    ctrl->peer = peer;
+    ctrl->connected_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                                  std::chrono::system_clock::now().time_since_epoch())
+                                  .count();
     ctrl->admin_reactor = &q.rs->reactor();
     uint32_t kato = cmd.kato.get();
     if (discovery && kato == 0) kato = limits_.keep_alive.discovery_timeout_ms;  // nvmet: 120 s

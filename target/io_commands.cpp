@@ -83,6 +83,7 @@ Status prepare_io(CoreQueue& q, TargetRequest& req, const QueueLimits& limits) n
   RequestState& rs = request_state(req);
   IoAccess access;
   if (slot != nullptr) {  // (a missing namespace is check_access's to report)
+    rs.ns_stats = slot->stats;
     const backend::Geometry& geo = slot->ns->geometry;
     switch (op) {
       case IoOpcode::read:
@@ -235,6 +236,18 @@ void ReactorState::unwatch(NsChannel& ch) noexcept {
   ch.watched = false;
 }
 
+stats::IoStats* ReactorState::namespace_stats(const std::string& nqn, uint32_t nsid) {
+  std::lock_guard lock(ns_stats_mu_);
+  auto& block = ns_stats_[{nqn, nsid}];
+  if (!block) block = std::make_unique<stats::IoStats>();
+  return block.get();
+}
+
+void ReactorState::collect_namespace_stats(const std::string& nqn, uint32_t nsid, stats::IoStatsSnapshot& out) const {
+  std::lock_guard lock(ns_stats_mu_);
+  if (auto it = ns_stats_.find({nqn, nsid}); it != ns_stats_.end()) out.add(*it->second);
+}
+
 SubsystemView* ReactorState::view(const std::shared_ptr<Subsystem>& subsys,
                                   const std::shared_ptr<const NamespaceTable>& table) {
   auto it = views_.find(subsys.get());
@@ -245,7 +258,8 @@ SubsystemView* ReactorState::view(const std::shared_ptr<Subsystem>& subsys,
   auto v = std::make_unique<SubsystemView>();
   v->subsys = subsys;
   v->table = table;
-  for (const auto& ns : table->namespaces) v->slots.push_back(NsSlot{ns->nsid, ns, nullptr});
+  for (const auto& ns : table->namespaces)
+    v->slots.push_back(NsSlot{ns->nsid, ns, nullptr, namespace_stats(subsys->nqn, ns->nsid)});
   auto* raw = v.get();
   views_.emplace(subsys.get(), std::move(v));
   return raw;
@@ -259,7 +273,7 @@ void ReactorState::update(const std::shared_ptr<Subsystem>& subsys,
   if (v.table && table->generation <= v.table->generation) return;  // stale message
   std::vector<NsSlot> slots;
   for (const auto& ns : table->namespaces) {
-    NsSlot slot{ns->nsid, ns, nullptr};
+    NsSlot slot{ns->nsid, ns, nullptr, namespace_stats(subsys->nqn, ns->nsid)};
     if (NsSlot* old = v.find(ns->nsid); old != nullptr && old->ns == ns) {
       slot.channel = old->channel;
       old->channel = nullptr;
@@ -470,15 +484,6 @@ void TargetCore::io_request_done(CoreQueue& q, TargetRequest& req) noexcept {
   RequestState& rs = request_state(req);
   const Status status = rs.status_field != 0 ? Status::from_field(rs.status_field) : st::success;
   const auto op = static_cast<IoOpcode>(rs.opcode);
-  if (status.ok()) {
-    if (op == IoOpcode::read) {
-      q.counters.add(q.counters.read_commands, 1);
-      q.counters.add(q.counters.read_sectors, req.data_length / 512);
-    } else if (op == IoOpcode::write) {
-      q.counters.add(q.counters.write_commands, 1);
-      q.counters.add(q.counters.write_sectors, req.data_length / 512);
-    }
-  }
   finish(req, status, 0, op == IoOpcode::read);
   release_queue_if_drained(q);
 }

@@ -1,5 +1,6 @@
 // rdmablk-target: the NVMe-oF target daemon. Exit status: 0 after a clean stop, 1 when it could not
 // start (a port in use, a backend that fails to open), 2 for a configuration that cannot be used.
+// `rdmablk-target ctl VERB` is the client of a running daemon's control socket (target/ctl_cli.h).
 #include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
@@ -8,6 +9,7 @@
 #include <string>
 
 #include "target/config.h"
+#include "target/ctl_cli.h"
 #include "target/daemon.h"
 #include "target/logging.h"
 
@@ -24,6 +26,7 @@ int main(int argc, char** argv) {
   std::string log_level;
   bool check_only = false;
   bool timestamps = true;
+  std::string control_socket;
   app.add_option("-c,--config", config_path, "YAML configuration file")->capture_default_str();
   app.add_option("--log-level", log_level,
                  "trace, debug, info, warn, error, critical, off (overrides log_level in the config)");
@@ -31,8 +34,11 @@ int main(int argc, char** argv) {
                "validate the configuration (files, free ports included) and exit: 0 if usable, 2 if not");
   app.add_option("--log-timestamps", timestamps, "prefix log lines with a timestamp (off under systemd)")
       ->capture_default_str();
-  app.set_version_flag("--version", "rdmablk-target 0.1.0");
+  app.add_option("--control-socket", control_socket, "the control socket's path (overrides control.socket)");
+  app.set_version_flag("--version", std::string("rdmablk-target ") + rdmablk::target::kTargetVersion);
+  CLI::App* ctl = rdmablk::target::add_ctl_command(app);
   CLI11_PARSE(app, argc, argv);
+  if (*ctl) return rdmablk::target::run_ctl_command(*ctl);
 
   // The configuration is checked completely before anything starts: one message, exit status 2.
   auto config = rdmablk::target::load_config(config_path);
@@ -65,7 +71,8 @@ int main(int argc, char** argv) {
   spdlog::info("configuration {}: {}", config_path, rdmablk::target::describe(*config));
 
   rdmablk::target::block_daemon_signals();
-  auto daemon = rdmablk::target::Daemon::start(*config, {.config_path = config_path});
+  auto daemon =
+      rdmablk::target::Daemon::start(*config, {.config_path = config_path, .control_socket = control_socket});
   if (!daemon) {
     spdlog::error("cannot start: {}", daemon.error().message);
     return 1;

@@ -146,9 +146,11 @@ struct ReactorStats {
   int cpu = -1;               // pinned CPU, -1 = not pinned
   uint64_t busy_ns = 0;       // time spent doing work (not sleeping, not idle polling) since start
   uint64_t uptime_ns = 0;     // time since the reactor started
-  uint64_t buffers_total = 0; // buffer pool
+  double recent_busy_ratio = 0;  // busy share of the last few seconds (the daemon's periodic sample)
+  bool responsive = true;     // answered the daemon's last heartbeat
+  uint64_t buffers_total = 0; // buffer pool: small + large buffers
   uint64_t buffers_in_use = 0;
-  uint64_t buffer_bytes = 0;  // bytes per buffer
+  uint64_t buffer_bytes = 0;  // bytes of the whole pool
 };
 
 }  // namespace rdmablk::target::stats

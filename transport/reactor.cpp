@@ -75,6 +75,12 @@ struct Reactor::Impl {
   std::vector<Poller*> pollers;
   bool pollers_dirty = false;
 
+  // Busy time: the turns that did work, from the clock read each turn takes anyway (single writer).
+  std::atomic<uint64_t> busy_ns{0};
+  Clock::time_point last_turn{};
+  bool last_turn_worked = false;
+  Clock::time_point created = Clock::now();
+
   // watch_fd(): one record per watched op, alive until its poll's last CQE.
   struct FdWatch {
     IoOp op;  // the poll SQE's user_data
@@ -437,6 +443,14 @@ bool Reactor::run_once(bool block) {
   if (!im.timers.empty() && im.run_timers(now)) work = true;
   if (im.reap() != 0) work = true;
 
+  // The time since the previous turn was busy when that turn worked (and did not sleep).
+  if (im.last_turn_worked && now > im.last_turn) {
+    const auto d = std::chrono::duration_cast<std::chrono::nanoseconds>(now - im.last_turn).count();
+    im.busy_ns.store(im.busy_ns.load(std::memory_order_relaxed) + static_cast<uint64_t>(d), std::memory_order_relaxed);
+  }
+  im.last_turn = now;
+  im.last_turn_worked = work;
+
   if (work) im.last_work = now;
   bool slept = false;
   const bool idle = !work && now - im.last_work >= im.opts.busy_poll;
@@ -447,6 +461,7 @@ bool Reactor::run_once(bool block) {
     Clock::duration wait = kMaxSleep;
     if (!im.timers.empty()) wait = std::min<Clock::duration>(wait, im.timers.top().deadline - now);
     im.submit_and_wait(wait);
+    im.last_turn_worked = false;  // the time until the next turn was (mostly) asleep
   } else {
     im.submit_nowait();
   }
@@ -482,6 +497,16 @@ void Reactor::stop() {
   ssize_t rc = ::write(impl_->event_fd, &one, sizeof(one));
   (void)rc;
 }
+
+std::chrono::nanoseconds Reactor::busy_time() const noexcept {
+  return std::chrono::nanoseconds(impl_->busy_ns.load(std::memory_order_relaxed));
+}
+
+std::chrono::nanoseconds Reactor::age() const noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - impl_->created);
+}
+
+int Reactor::cpu() const noexcept { return impl_->opts.cpu; }
 
 bool Reactor::on_reactor_thread() const noexcept {
   return impl_->owner.load(std::memory_order_relaxed) == std::this_thread::get_id();

@@ -85,6 +85,11 @@ class Reactor {
   void stop();  // thread-safe
   bool on_reactor_thread() const noexcept;
 
+  // Time spent in loop turns that did work (not asleep, not idle polling), and since creation; any thread.
+  std::chrono::nanoseconds busy_time() const noexcept;
+  std::chrono::nanoseconds age() const noexcept;
+  int cpu() const noexcept;  // ReactorOptions::cpu
+
  private:
   Reactor();
   struct Impl;

@@ -265,7 +265,9 @@ bool TargetProcess::wait_for_log(std::string_view needle, std::chrono::milliseco
 
 ::testing::AssertionResult TargetProcess::spawn_and_wait_ready(std::chrono::milliseconds ready_timeout,
                                                                bool* port_conflict) {
-  std::vector<std::string> argv = {RDMABLK_TARGET_BINARY, "--config", config_path().string()};
+  // Every target gets its own control socket (the default /run/rdmablk/target.sock is one per machine).
+  std::vector<std::string> argv = {RDMABLK_TARGET_BINARY, "--config", config_path().string(), "--control-socket",
+                                   (dir_.path() / "target.sock").string()};
   argv.insert(argv.end(), extra_args_.begin(), extra_args_.end());
   const std::size_t from = log_size();
   pid_ = spawn(argv, log_path(), log_path(), true);
