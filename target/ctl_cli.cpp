@@ -24,7 +24,7 @@ using nlohmann::json;
 namespace {
 
 struct CtlArgs {
-  std::string socket = kDefaultControlSocket;
+  std::string socket = kDefaultControlSocketPath;
   std::string output = "table";
   std::string subsystem;
   std::string ns;  // stats --namespace: NSID or NQN:NSID

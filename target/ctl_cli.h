@@ -6,9 +6,9 @@
 
 #include <string>
 
-namespace rdmablk::target {
+#include "target/config.h"
 
-inline constexpr const char* kDefaultControlSocket = "/run/rdmablk/target.sock";
+namespace rdmablk::target {
 
 // Adds the `ctl` subcommand and its verbs to `app`; returns it (parsed when `*ctl` is true afterwards).
 CLI::App* add_ctl_command(CLI::App& app);

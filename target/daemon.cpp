@@ -44,7 +44,8 @@ struct Daemon::Impl {
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   int64_t config_loaded_unix_ms = 0;
   std::vector<std::unique_ptr<ReactorProbe>> probes;
-  uint64_t probe_seq = 0;
+  uint64_t probe_seq = 0;     // the last probe posted
+  uint64_t periodic_seq = 0;  // the last one periodic() posted (what the watchdog waits for)
   unsigned buffers_per_pool = 0;  // as created (queue limits are not reloadable)
   // The previous periodic sample: busy ratios and IOPS are computed over the interval since.
   std::chrono::steady_clock::time_point last_sample{};
@@ -186,9 +187,22 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const TargetConfig& config, const 
     };
     auto control = ControlServer::create(
         socket_path, [hooks](const std::string& line) { return handle_control_request(hooks, line); });
-    if (!control) return make_error(config.source + ": control.socket: " + control.error().message);
-    s.control = std::move(*control);
-    spdlog::info("control socket {}", s.control->path());
+    const bool configured = !options.control_socket.empty() || config.control.socket_at.line != 0;
+    if (control) {
+      s.control = std::move(*control);
+      spdlog::info("control socket {}", s.control->path());
+    } else if (configured) {
+      const std::string where = options.control_socket.empty()
+                                    ? config.source + ":" + std::to_string(config.control.socket_at.line) + ":" +
+                                          std::to_string(config.control.socket_at.column) + ": control.socket"
+                                    : std::string("--control-socket");
+      return make_error(where + ": " + control.error().message);
+    } else {
+      // The default path: a second target on the machine, or one run without root (no /run/rdmablk), still
+      // starts; the control socket is then off, and the log says how to have one.
+      spdlog::warn("control socket off: {} (set control.socket in the config, or --control-socket)",
+                   control.error().message);
+    }
   }
   if (config.metrics.enabled) {
     auto metrics = MetricsHttpServer::create(config.metrics.address, config.metrics.port, MetricsHttpLimits{},
@@ -241,6 +255,21 @@ Result<std::string> Daemon::reload_notifying(const char* why) {
 
 TargetStatus Daemon::status() const {
   const Impl& s = *impl_;
+  // Fresh buffer-pool numbers: the reactors answer a probe within microseconds unless stuck (then the last
+  // known numbers are shown and the reactor is reported unresponsive).
+  const uint64_t seq = post_probes();
+  const auto probe_deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+  auto all_answered = [&] {
+    for (const auto& p : s.probes)
+      if (p->answered.load(std::memory_order_acquire) < seq) return false;
+    return true;
+  };
+  while (!all_answered() && std::chrono::steady_clock::now() < probe_deadline)
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  const auto now = std::chrono::steady_clock::now();
+  const double since_sample = s.last_sample == std::chrono::steady_clock::time_point{}
+                                  ? 0.0
+                                  : std::chrono::duration<double>(now - s.last_sample).count();
   TargetStatus out;
   out.version = kTargetVersion;
   out.pid = static_cast<int>(::getpid());
@@ -256,8 +285,12 @@ TargetStatus Daemon::status() const {
     r.cpu = s.reactors[i]->cpu();
     r.busy_ns = static_cast<uint64_t>(s.reactors[i]->busy_time().count());
     r.uptime_ns = static_cast<uint64_t>(s.reactors[i]->age().count());
-    r.recent_busy_ratio = s.recent_busy[i];
-    r.responsive = s.probes[i]->answered.load(std::memory_order_acquire) + 1 >= s.probe_seq;
+    // Busy share since the last periodic sample when that is long enough to mean something, else over the
+    // interval before it.
+    r.recent_busy_ratio = since_sample >= 1.0 ? std::min(1.0, static_cast<double>(r.busy_ns - s.last_busy_ns[i]) /
+                                                                    (since_sample * 1e9))
+                                              : s.recent_busy[i];
+    r.responsive = s.probes[i]->answered.load(std::memory_order_acquire) >= seq;
     r.buffers_total = s.buffers_per_pool;
     const uint64_t free = s.probes[i]->free_buffers.load(std::memory_order_relaxed);
     r.buffers_in_use = r.buffers_total > free ? r.buffers_total - free : 0;
@@ -268,21 +301,8 @@ TargetStatus Daemon::status() const {
   return out;
 }
 
-void Daemon::periodic() {
+uint64_t Daemon::post_probes() const {
   Impl& s = *impl_;
-  const auto now = std::chrono::steady_clock::now();
-  // 1. Watchdog: ping systemd only when every reactor ran the previous probe (a stuck reactor, or a frozen
-  // process, lets the watchdog fire).
-  bool all_answered = true;
-  for (std::size_t i = 0; i < s.probes.size(); ++i) {
-    if (s.probes[i]->answered.load(std::memory_order_acquire) < s.probe_seq) {
-      all_answered = false;
-      if (!s.watchdog_withheld) spdlog::warn("reactor {} did not answer its heartbeat: watchdog ping withheld", i);
-    }
-  }
-  s.watchdog_withheld = !all_answered;
-  if (all_answered) sd_notify(0, "WATCHDOG=1");
-  // 2. The next probe.
   const uint64_t seq = ++s.probe_seq;
   for (std::size_t i = 0; i < s.reactors.size(); ++i) {
     ReactorProbe* probe = s.probes[i].get();
@@ -292,6 +312,25 @@ void Daemon::periodic() {
       probe->answered.store(seq, std::memory_order_release);
     });
   }
+  return seq;
+}
+
+void Daemon::periodic() {
+  Impl& s = *impl_;
+  const auto now = std::chrono::steady_clock::now();
+  // 1. Watchdog: ping systemd only when every reactor ran the previous probe (a stuck reactor, or a frozen
+  // process, lets the watchdog fire).
+  bool all_answered = true;
+  for (std::size_t i = 0; i < s.probes.size(); ++i) {
+    if (s.probes[i]->answered.load(std::memory_order_acquire) < s.periodic_seq) {
+      all_answered = false;
+      if (!s.watchdog_withheld) spdlog::warn("reactor {} did not answer its heartbeat: watchdog ping withheld", i);
+    }
+  }
+  s.watchdog_withheld = !all_answered;
+  if (all_answered) sd_notify(0, "WATCHDOG=1");
+  // 2. The next probe.
+  s.periodic_seq = post_probes();
   // 3. Busy ratios and IOPS over the interval, and the STATUS= line.
   const double dt = s.last_sample == std::chrono::steady_clock::time_point{}
                         ? 0.0
