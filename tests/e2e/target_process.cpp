@@ -84,19 +84,24 @@ std::string substitute(std::string text, const std::vector<std::pair<std::string
 }
 
 uint16_t pick_free_port(const char* address) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return 0;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = 0;
-  ::inet_pton(AF_INET, address, &a.sin_addr);
-  uint16_t port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) {
-    socklen_t len = sizeof(a);
-    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0) port = ntohs(a.sin_port);
+  // Below the kernel's ephemeral range (ip_local_port_range, 32768-60999 by default): a port taken from
+  // it can be reused as the local port of any outgoing connection on the machine while the target is
+  // down between stop() and restart(), and the restart then finds it "already in use".
+  static std::atomic<uint32_t> seed{static_cast<uint32_t>(::getpid()) * 2654435761u};
+  for (int attempt = 0; attempt < 200; ++attempt) {
+    const uint32_t r = seed.fetch_add(40503u) * 2654435761u;
+    const uint16_t candidate = static_cast<uint16_t>(20000 + (r >> 8) % 12000);
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return 0;
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(candidate);
+    ::inet_pton(AF_INET, address, &a.sin_addr);
+    const bool free = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+    ::close(fd);
+    if (free) return candidate;
   }
-  ::close(fd);
-  return port;
+  return 0;
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -259,8 +264,16 @@ bool TargetProcess::wait_for_log(std::string_view needle, std::chrono::milliseco
 
 ::testing::AssertionResult TargetProcess::restart(std::chrono::milliseconds ready_timeout) {
   if (running()) return ::testing::AssertionFailure() << "target already running";
-  bool conflict = false;
-  return spawn_and_wait_ready(ready_timeout, &conflict);
+  // The ports were free while the target was down: something may hold one for a moment (a port check of
+  // another test). Wait for it, up to 30 s.
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  for (;;) {
+    bool conflict = false;
+    auto r = spawn_and_wait_ready(ready_timeout, &conflict);
+    if (r || !conflict || std::chrono::steady_clock::now() >= deadline) return r;
+    std::fprintf(stderr, "[e2e] port %u/%u held by someone else, retrying the restart\n", io_port_, disc_port_);
+    std::this_thread::sleep_for(200ms);
+  }
 }
 
 ::testing::AssertionResult TargetProcess::spawn_and_wait_ready(std::chrono::milliseconds ready_timeout,

@@ -10,10 +10,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include <netinet/in.h>
+#include <arpa/inet.h>
+
 #include <cstring>
 #include <thread>
 
 #include "e2e_common.h"
+#include "promtool.h"
 #include "protocol/command.h"
 #include "protocol/log_pages.h"
 #include "protocol/status.h"
@@ -220,6 +224,63 @@ TEST(OperationsE2e, VerbsWhileIoRunsAndStatsMatchTheBench) {
   auto none = ctl(t, {"disconnect", "--controller", "4000"});
   EXPECT_EQ(none.exit_status, 1);
   EXPECT_NE(none.err.find("no controller 4000"), std::string::npos) << none.err;
+}
+
+// One HTTP request to 127.0.0.1:port, the whole response (the server closes after it).
+std::string http(uint16_t port, const std::string& request) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    ::close(fd);
+    return "connect failed";
+  }
+  (void)!::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
+  timeval tv{30, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  std::string out;
+  char buf[65536];
+  for (ssize_t n; (n = ::recv(fd, buf, sizeof(buf), 0)) > 0;) out.append(buf, static_cast<std::size_t>(n));
+  ::close(fd);
+  return out;
+}
+
+// The value of the series whose line starts with `series` (name and labels exactly), or -1.
+double metric_value(const std::string& text, const std::string& series) {
+  std::size_t at = text.find("\n" + series + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(text.substr(at + series.size() + 2));
+}
+
+// The daemon's /metrics: promtool accepts the scrape, the counters are the bench's, the endpoint refuses
+// what it should, and the daemon keeps serving.
+TEST(OperationsE2e, PrometheusScrapeOfTheRunningDaemon) {
+  TargetProcess t;
+  const uint16_t metrics_port = pick_free_port();
+  ASSERT_TRUE(t.start(config_with_namespaces(kTwoNamespaces, "",
+                                             "metrics:\n  address: 127.0.0.1\n  port: " + std::to_string(metrics_port) + "\n")));
+  const auto job = t.dir() / "w.fio";
+  write_file(job, "[w]\nnamespace=2\nrw=write\nbs=8k\niodepth=4\nsize=4m\n");
+  auto r = run_process(bench_argv(t, job.string()), t.dir(), 60s);
+  ASSERT_EQ(r.exit_status, 0) << r.out << r.err;
+  const std::string response = http(metrics_port, "GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n");
+  ASSERT_EQ(response.rfind("HTTP/1.1 200", 0), 0u) << response.substr(0, 200);
+  EXPECT_NE(response.find("text/plain; version=0.0.4"), std::string::npos);
+  const std::string body = response.substr(response.find("\r\n\r\n") + 4);
+  const auto [rc, out] = rdmablk::test_support::promtool_check(body);
+  EXPECT_EQ(rc, 0) << out;
+  const std::string ns2 = std::string("{subsystem=\"") + kSubnqn + "\",nsid=\"2\"";
+  EXPECT_EQ(metric_value(body, "rdmablk_namespace_commands_total" + ns2 + ",op=\"write\"}"), 512);
+  EXPECT_EQ(metric_value(body, "rdmablk_namespace_bytes_total" + ns2 + ",op=\"write\"}"), 4u << 20);
+  EXPECT_EQ(metric_value(body, "rdmablk_namespace_latency_seconds_count" + ns2 + ",op=\"write\"}"), 512);
+  EXPECT_EQ(metric_value(body, "rdmablk_namespaces"), 2);
+  EXPECT_GE(metric_value(body, "rdmablk_reactor_busy_seconds_total{reactor=\"0\"}"), 0);
+  EXPECT_EQ(http(metrics_port, "GET /other HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 404", 0), 0u);
+  EXPECT_EQ(http(metrics_port, "POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n").rfind("HTTP/1.1 405", 0), 0u);
+  EXPECT_EQ(http(metrics_port, "GET /metrics HTTP/1.1\r\nX: " + std::string(20000, 'a') + "\r\n\r\n").rfind("HTTP/1.1 431", 0), 0u);
+  EXPECT_EQ(ctl_json(t, {"status"})["totals"]["write_commands"], 512);
 }
 
 TEST(OperationsE2e, ReloadThroughTheSocketAppliesOrExplains) {

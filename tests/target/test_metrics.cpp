@@ -16,6 +16,7 @@
 
 #include "protocol/fabrics.h"
 #include "protocol/status.h"
+#include "promtool.h"
 #include "target/metrics.h"
 
 namespace {
@@ -212,29 +213,7 @@ TargetStatus sample_status() {
   return s;
 }
 
-// Runs promtool check metrics on `text`; returns its exit status and output.
-std::pair<int, std::string> promtool_check(const std::string& text) {
-  const char* promtool = "/usr/bin/promtool";
-  if (::access(promtool, X_OK) != 0) promtool = "promtool";
-  const auto dir = std::filesystem::temp_directory_path();
-  const std::string file = (dir / ("rdmablk-metrics-" + std::to_string(::getpid()) + ".txt")).string();
-  {
-    std::ofstream f(file, std::ios::binary);
-    f << text;
-  }
-  const std::string cmd = std::string(promtool) + " check metrics < '" + file + "' 2>&1";
-  std::string output;
-  FILE* p = ::popen(cmd.c_str(), "r");
-  if (p == nullptr) return {-1, "popen failed"};
-  char buf[4096];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof(buf), p)) > 0) output.append(buf, n);
-  const int status = ::pclose(p);
-  std::filesystem::remove(file);
-  const int rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  if (rc == 127) output += "\n(promtool not found: install Debian's `prometheus` package, see scripts/setup)";
-  return {rc, output};
-}
+using rdmablk::test_support::promtool_check;
 
 TEST(Metrics, TargetSeries) {
   const std::string text = render_prometheus(sample_status());
