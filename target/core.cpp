@@ -158,7 +158,7 @@ void TargetCore::on_command(TargetRequest& req) noexcept {
   CoreQueue& q = *qp;
   RequestState& rs = reset_request_state(req);
   rs.opcode = req.sqe.hdr.opcode;
-  rs.arrived_ns = monotonic_ns();
+  rs.arrived_ns = q.rs->now_ns();
   q.commands_received.store(q.commands_received.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   if (req.sqe.hdr.opcode == protocol::kFabricsOpcode) {
     handle_fabrics(q, req);
@@ -230,7 +230,7 @@ void TargetCore::account(CoreQueue& q, const TargetRequest& req, Status status) 
                              : op == protocol::IoOpcode::write ? stats::OpClass::write
                                                                : stats::OpClass::other;
   const uint64_t bytes = status.ok() && cls != stats::OpClass::other ? req.data_length : 0;
-  const uint64_t now = monotonic_ns();
+  const uint64_t now = q.rs->now_ns();
   const uint64_t latency = now > rs.arrived_ns ? now - rs.arrived_ns : 0;
   q.io_stats.record(cls, bytes, latency, status.field());
   if (rs.ns_stats != nullptr) rs.ns_stats->record(cls, bytes, latency, status.field());

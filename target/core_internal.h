@@ -31,6 +31,13 @@ namespace st = protocol::status;
 using protocol::Status;
 using transport::TargetRequest;
 
+// Steady clock in ns for latency statistics.
+inline uint64_t monotonic_ns() noexcept {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
+}
+
 // One backend queue of one namespace on one reactor, opened the first time an I/O queue of that reactor
 // needs it. Owned by the reactor's ReactorState; used on that thread only.
 struct NsChannel {
@@ -76,6 +83,8 @@ class ReactorState final : public transport::Poller {
   ~ReactorState() override;
 
   CoreReactor& reactor() noexcept { return reactor_; }
+  // Now, for latency statistics: the reactor's turn clock (free), else the clock.
+  uint64_t now_ns() const noexcept { return turn_clock_ != nullptr ? *turn_clock_ : monotonic_ns(); }
   // On this reactor's thread. Creates the view from `table` if there is none yet.
   SubsystemView* view(const std::shared_ptr<Subsystem>& subsys, const std::shared_ptr<const NamespaceTable>& table);
   // On this reactor's thread: a newer table for a subsystem (ignored when older than the one in use).
@@ -108,6 +117,7 @@ class ReactorState final : public transport::Poller {
 
   TargetCore& core_;
   CoreReactor& reactor_;
+  const uint64_t* turn_clock_ = reactor_.turn_clock();
   unsigned backend_depth_;
   std::unordered_map<const Subsystem*, std::unique_ptr<SubsystemView>> views_;
   std::vector<std::unique_ptr<NsChannel>> channels_;
@@ -176,13 +186,6 @@ inline RequestState& request_state(TargetRequest& req) noexcept {
 inline RequestState& reset_request_state(TargetRequest& req) noexcept {
   return *new (req.core.data()) RequestState{};
 }
-// Steady clock in ns for latency statistics.
-inline uint64_t monotonic_ns() noexcept {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
-}
-
 inline CoreQueue& core_queue(TargetRequest& req) noexcept { return *static_cast<CoreQueue*>(req.queue->core_queue); }
 
 // Fabrics commands want SGLs for their data and no fused operations (nvmet_req_init): Invalid Field otherwise.

@@ -39,6 +39,9 @@ class CoreReactor {
   // The reactor's registered data buffers (io_uring fixed buffer index 0 of every backend queue opened on
   // this reactor = BufferPool::region()); empty = no fixed buffers.
   virtual std::span<const iovec> registered_buffers() const noexcept = 0;
+  // The reactor's per-turn clock (transport::Reactor::turn_clock), read on its thread for latency statistics;
+  // nullptr = none (the core then reads the clock itself).
+  virtual const uint64_t* turn_clock() const noexcept { return nullptr; }
 };
 
 // The daemon's adapter: a transport::Reactor and (optionally) its BufferPool. Header-only so that the
@@ -63,6 +66,7 @@ class ReactorAdapter final : public CoreReactor {
     if (region_.iov_base == nullptr) return {};
     return {&region_, 1};
   }
+  const uint64_t* turn_clock() const noexcept override { return reactor_.turn_clock(); }
   transport::Reactor& reactor() noexcept { return reactor_; }
 
  private:

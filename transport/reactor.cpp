@@ -77,6 +77,7 @@ struct Reactor::Impl {
 
   // Busy time: the turns that did work, from the clock read each turn takes anyway (single writer).
   std::atomic<uint64_t> busy_ns{0};
+  uint64_t turn_ns = 0;  // steady clock at the start of the current turn (reactor thread only)
   Clock::time_point last_turn{};
   bool last_turn_worked = false;
   Clock::time_point created = Clock::now();
@@ -428,6 +429,12 @@ bool Reactor::run_once(bool block) {
   Impl& im = *impl_;
   if (im.owner.load(std::memory_order_relaxed) != std::this_thread::get_id() || im.ring_disabled) im.bind_thread();
 
+  // One clock read per turn (timers, busy-poll window, busy time, and the timestamps the target core takes
+  // for its latency statistics): a busy loop spends its time here otherwise. Read first, so that what the
+  // pollers complete in this turn is stamped with this turn's time.
+  auto now = Clock::now();
+  im.turn_ns = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count());
+
   bool work = false;
   for (std::size_t i = 0; i < im.pollers.size(); ++i) {
     Poller* p = im.pollers[i];
@@ -438,8 +445,6 @@ bool Reactor::run_once(bool block) {
     im.pollers_dirty = false;
   }
   if (im.has_posted.load(std::memory_order_acquire) && im.drain_posted()) work = true;
-  // One clock read per turn (timers, busy-poll window): a busy loop spends its time here otherwise.
-  auto now = Clock::now();
   if (!im.timers.empty() && im.run_timers(now)) work = true;
   if (im.reap() != 0) work = true;
 
@@ -507,6 +512,8 @@ std::chrono::nanoseconds Reactor::age() const noexcept {
 }
 
 int Reactor::cpu() const noexcept { return impl_->opts.cpu; }
+
+const uint64_t* Reactor::turn_clock() const noexcept { return &impl_->turn_ns; }
 
 bool Reactor::on_reactor_thread() const noexcept {
   return impl_->owner.load(std::memory_order_relaxed) == std::this_thread::get_id();

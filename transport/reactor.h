@@ -89,6 +89,9 @@ class Reactor {
   std::chrono::nanoseconds busy_time() const noexcept;
   std::chrono::nanoseconds age() const noexcept;
   int cpu() const noexcept;  // ReactorOptions::cpu
+  // The steady clock (ns) read at the start of the current loop turn: a timestamp that costs nothing, exact
+  // to a turn. Read it on the reactor's thread only.
+  const uint64_t* turn_clock() const noexcept;
 
  private:
   Reactor();

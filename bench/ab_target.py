@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""Two rdmablk-target binaries on the same jobs, interleaved (A, B, A, B, ...): IOPS and the target's CPU time
+per I/O, medians over rounds and the ratio B/A. For changes on the target's data path (e.g. statistics).
+
+The target runs pinned to --target-cpu with a null namespace (the cost of the NVMe/TCP path and the core,
+not a device), `rdmablk bench` pinned to --client-cpu drives it over 127.0.0.1.
+
+  bench/ab_target.py --a OLD/rdmablk-target --b build/target/rdmablk-target [--rounds 3] [--runtime 5]
+"""
+import argparse
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+NQN = "nqn.2024-11.io.rdmablk:ab"
+CASES = [("4k randread QD32", "randread", "4k", 32), ("4k randwrite QD32", "randwrite", "4k", 32),
+         ("4k randread QD1", "randread", "4k", 1)]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def run(binary, cli, case, args, work):
+    port = free_port()
+    cfg = os.path.join(work, "ab.yaml")
+    with open(cfg, "w") as f:
+        # No control/metrics keys: an older binary would refuse them (a newer one opens its default socket, or
+        # logs that it is taken and goes on).
+        f.write(f"""listeners:
+  - transport: tcp
+    address: 127.0.0.1
+    port: {port}
+reactors: 1
+subsystems:
+  - nqn: {NQN}
+    allow_any_host: true
+    namespaces:
+      - nsid: 1
+        backend: null
+        size: 8GiB
+""")
+    log = open(os.path.join(work, "target.log"), "w")
+    target = subprocess.Popen(["taskset", "-c", str(args.target_cpu), binary, "--config", cfg], stdout=log,
+                              stderr=subprocess.STDOUT)
+    try:
+        for _ in range(200):
+            with open(log.name) as f:
+                if "ready" in f.read():
+                    break
+            time.sleep(0.05)
+        name, rw, bs, qd = case
+        job = os.path.join(work, "job.fio")
+        with open(job, "w") as f:
+            f.write(f"[j]\nnamespace=1\nrw={rw}\nbs={bs}\niodepth={qd}\nsize=8g\nruntime={args.runtime}\n"
+                    f"ramp_time=1\ntime_based\n")
+        c0 = cpu_seconds(target.pid)
+        out = subprocess.run(["taskset", "-c", str(args.client_cpu), cli, "bench", job, "-t", "tcp", "-a",
+                              "127.0.0.1", "-s", str(port), "-n", NQN, "--output-format=json"],
+                             capture_output=True, text=True, timeout=args.runtime + 60)
+        c1 = cpu_seconds(target.pid)
+        if out.returncode != 0:
+            sys.exit(f"bench failed: {out.stdout}\n{out.stderr}")
+        j = json.loads(out.stdout)["jobs"][0]
+        ios = j["read"]["total_ios"] + j["write"]["total_ios"]
+        iops = j["read"]["iops"] + j["write"]["iops"]
+        # CPU over the whole run (ramp included) per I/O of the measured part is biased equally for A and B.
+        return iops, (c1 - c0) / max(ios, 1) * 1e6
+    finally:
+        target.terminate()
+        target.wait(timeout=30)
+
+
+def main():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--a", required=True, help="baseline rdmablk-target")
+    ap.add_argument("--b", required=True, help="candidate rdmablk-target")
+    ap.add_argument("--cli", default=os.path.join(root, "build/initiator/rdmablk"))
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--runtime", type=int, default=5)
+    ap.add_argument("--target-cpu", type=int, default=1)
+    ap.add_argument("--client-cpu", type=int, default=0)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as work:
+        print(f"{'case':20} {'A kIOPS':>9} {'B kIOPS':>9} {'B/A':>6} {'A us/IO':>8} {'B us/IO':>8} {'B/A':>6}")
+        for case in CASES:
+            res = {"a": [], "b": []}
+            for _ in range(args.rounds):
+                for key in ("a", "b"):
+                    res[key].append(run(getattr(args, key), args.cli, case, args, work))
+            a_iops = statistics.median(r[0] for r in res["a"])
+            b_iops = statistics.median(r[0] for r in res["b"])
+            a_cpu = statistics.median(r[1] for r in res["a"])
+            b_cpu = statistics.median(r[1] for r in res["b"])
+            print(f"{case[0]:20} {a_iops/1e3:9.1f} {b_iops/1e3:9.1f} {b_iops/a_iops:6.3f} {a_cpu:8.2f} {b_cpu:8.2f} "
+                  f"{b_cpu/a_cpu:6.3f}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
