@@ -43,6 +43,7 @@ struct Daemon::Impl {
   TargetConfig config;
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   int64_t config_loaded_unix_ms = 0;
+  int64_t started_unix_ms = 0;
   std::vector<std::unique_ptr<ReactorProbe>> probes;
   uint64_t probe_seq = 0;     // the last probe posted
   uint64_t periodic_seq = 0;  // the last one periodic() posted (what the watchdog waits for)
@@ -142,6 +143,7 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const TargetConfig& config, const 
   }
   s.last_busy_ns.assign(n, 0);
   s.recent_busy.assign(n, 0.0);
+  s.started_unix_ms = unix_ms_now();
   s.config_loaded_unix_ms = unix_ms_now();
   std::vector<CoreReactor*> core_reactors;
   for (auto& a : s.adapters) core_reactors.push_back(a.get());
@@ -297,6 +299,7 @@ TargetStatus Daemon::status() const {
     r.buffer_bytes = s.pools[i]->region().iov_len;
     out.reactors.push_back(r);
   }
+  out.process = read_process_status(static_cast<double>(s.started_unix_ms) / 1e3);
   s.core->fill_status(out);
   return out;
 }

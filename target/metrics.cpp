@@ -157,6 +157,27 @@ void target_families(Families& out, const TargetStatus& st) {
                          "Unix time the configuration was last loaded", MetricType::Gauge),
               {}, static_cast<double>(st.config_loaded_unix_ms) / 1e3);
   }
+  // Prometheus' standard process metrics (the names its client libraries' process collectors use).
+  const ProcessStatus& p = st.process;
+  if (p.start_time_unix_s > 0) {
+    add_counter(out.family("process_cpu_seconds_total", "Total user and system CPU time spent in seconds",
+                           MetricType::Counter),
+                {}, p.cpu_seconds);
+    add_gauge(out.family("process_resident_memory_bytes", "Resident memory size in bytes", MetricType::Gauge), {},
+              as_double(p.resident_bytes));
+    add_gauge(out.family("process_virtual_memory_bytes", "Virtual memory size in bytes", MetricType::Gauge), {},
+              as_double(p.virtual_bytes));
+    add_gauge(out.family("process_open_fds", "Number of open file descriptors", MetricType::Gauge), {},
+              as_double(p.open_fds));
+    if (p.max_fds != 0)
+      add_gauge(out.family("process_max_fds", "Maximum number of open file descriptors", MetricType::Gauge), {},
+                as_double(p.max_fds));
+    add_gauge(out.family("process_start_time_seconds", "Start time of the process since unix epoch in seconds",
+                         MetricType::Gauge),
+              {}, p.start_time_unix_s);
+    add_gauge(out.family("process_threads", "Number of OS threads in the process", MetricType::Gauge), {},
+              as_double(p.threads));
+  }
   auto& listeners = out.family("rdmablk_listener_info", "A listening address (value 1)", MetricType::Gauge);
   for (const auto& l : st.listeners) {
     add_gauge(listeners,

@@ -57,6 +57,21 @@ struct ControllerStatus {
   uint64_t in_flight = 0;        // commands received and not yet completed, over all its queues
 };
 
+// The daemon process, as Prometheus' standard process collector reports it (process_* metrics). Zero =
+// unknown (not read).
+struct ProcessStatus {
+  double cpu_seconds = 0;           // user + system
+  uint64_t resident_bytes = 0;
+  uint64_t virtual_bytes = 0;
+  uint64_t open_fds = 0;
+  uint64_t max_fds = 0;
+  double start_time_unix_s = 0;
+  uint64_t threads = 0;
+};
+
+// Reads /proc/self (stat, fd/, limits).
+ProcessStatus read_process_status(double start_time_unix_s);
+
 struct TargetStatus {
   std::string version;
   int pid = 0;
@@ -65,6 +80,7 @@ struct TargetStatus {
   int64_t config_loaded_unix_ms = 0;
   std::vector<ListenerStatus> listeners;
   std::vector<stats::ReactorStats> reactors;
+  ProcessStatus process;
   std::vector<SubsystemStatus> subsystems;
   std::vector<ControllerStatus> controllers;
   std::vector<stats::NamespaceStats> namespace_stats;   // every namespace, also those without I/O yet

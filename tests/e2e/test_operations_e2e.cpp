@@ -276,6 +276,9 @@ TEST(OperationsE2e, PrometheusScrapeOfTheRunningDaemon) {
   EXPECT_EQ(metric_value(body, "rdmablk_namespace_bytes_total" + ns2 + ",op=\"write\"}"), 4u << 20);
   EXPECT_EQ(metric_value(body, "rdmablk_namespace_latency_seconds_count" + ns2 + ",op=\"write\"}"), 512);
   EXPECT_EQ(metric_value(body, "rdmablk_namespaces"), 2);
+  EXPECT_GT(metric_value(body, "process_open_fds"), 5);  // listeners, rings, eventfds, the socket
+  EXPECT_GT(metric_value(body, "process_resident_memory_bytes"), 1 << 20);
+  EXPECT_GE(metric_value(body, "process_threads"), 3);  // main + 2 reactors
   EXPECT_GE(metric_value(body, "rdmablk_reactor_busy_seconds_total{reactor=\"0\"}"), 0);
   EXPECT_EQ(http(metrics_port, "GET /other HTTP/1.1\r\n\r\n").rfind("HTTP/1.1 404", 0), 0u);
   EXPECT_EQ(http(metrics_port, "POST /metrics HTTP/1.1\r\nContent-Length: 0\r\n\r\n").rfind("HTTP/1.1 405", 0), 0u);

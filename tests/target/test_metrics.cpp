@@ -150,6 +150,7 @@ TargetStatus sample_status() {
   s.uptime_s = 12.5;
   s.config_path = "/etc/rdmablk/target.yaml";
   s.config_loaded_unix_ms = 1'700'000'000'123;
+  s.process = read_process_status(1'700'000'000.0);
   s.listeners = {{"tcp", "127.0.0.1", 4420, "io"}, {"tcp", "::1", 8009, "discovery"}, {"rdma", "10.0.0.1", 4420, "io"}};
 
   SubsystemStatus a;
