@@ -250,7 +250,9 @@ void Queue::start(Tag& t) noexcept {
   const uint64_t offset = d.start_sector * kSector;
   const uint64_t bytes = static_cast<uint64_t>(d.nr_sectors) * kSector;
   const bool data_op = op == UBLK_IO_OP_READ || op == UBLK_IO_OP_WRITE;
-  if (offset % bs != 0 || bytes % bs != 0 || (data_op && (bytes == 0 || bytes > cfg_.geometry.max_io_bytes))) {
+  // A flush carries no range (the kernel leaves its start sector at ~0): only ranged ops are checked.
+  if (op != UBLK_IO_OP_FLUSH &&
+      (offset % bs != 0 || bytes % bs != 0 || (data_op && (bytes == 0 || bytes > cfg_.geometry.max_io_bytes)))) {
     spdlog::error("ublk queue {} tag {}: request op {} sector {} count {} does not fit the device", cfg_.q_id, t.tag,
                   op, d.start_sector, d.nr_sectors);
     complete(t, -EIO);
