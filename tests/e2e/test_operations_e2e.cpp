@@ -286,6 +286,37 @@ TEST(OperationsE2e, PrometheusScrapeOfTheRunningDaemon) {
   EXPECT_EQ(ctl_json(t, {"status"})["totals"]["write_commands"], 512);
 }
 
+// Reactors pinned by `reactors: [CPUs]`: each reactor thread may run only on its CPU, and `ctl status` says so.
+TEST(OperationsE2e, ReactorsArePinnedToTheirCpus) {
+  const long cpus = ::sysconf(_SC_NPROCESSORS_ONLN);
+  const std::vector<int> list = cpus >= 2 ? std::vector<int>{1, 0} : std::vector<int>{0};
+  std::string yaml = config_with_namespaces(kRamNamespace);
+  std::string cpu_list;
+  for (int c : list) cpu_list += (cpu_list.empty() ? "" : ", ") + std::to_string(c);
+  const std::string from = "reactors: 2\n";
+  ASSERT_NE(yaml.find(from), std::string::npos);
+  yaml.replace(yaml.find(from), from.size(), "reactors: [" + cpu_list + "]\n");
+  TargetProcess t;
+  ASSERT_TRUE(t.start(yaml));
+  auto status = ctl_json(t, {"status"});
+  ASSERT_EQ(status["reactors"].size(), list.size());
+  for (std::size_t i = 0; i < list.size(); ++i) EXPECT_EQ(status["reactors"][i]["cpu"], list[i]);
+  // The threads themselves: /proc/PID/task/*/comm "reactorN", Cpus_allowed_list = its CPU.
+  unsigned checked = 0;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/" + std::to_string(t.pid()) + "/task")) {
+    std::string comm = read_file(task.path() / "comm");
+    if (comm.rfind("reactor", 0) != 0) continue;
+    const int index = std::stoi(comm.substr(7));
+    const std::string st = read_file(task.path() / "status");
+    const auto at = st.find("Cpus_allowed_list:");
+    ASSERT_NE(at, std::string::npos);
+    const std::string allowed = st.substr(at + 18, st.find('\n', at) - at - 18);
+    EXPECT_EQ(allowed.substr(allowed.find_first_not_of(" \t")), std::to_string(list.at(index))) << comm;
+    ++checked;
+  }
+  EXPECT_EQ(checked, list.size());
+}
+
 TEST(OperationsE2e, ReloadThroughTheSocketAppliesOrExplains) {
   TargetProcess t;
   ASSERT_TRUE(t.start(config_with_namespaces(kRamNamespace)));
