@@ -257,7 +257,8 @@ log_level: warn
     tlog = os.path.join(work, "target.log")
     with open(tlog, "w") as lf:
         pin_t = ["taskset", "-c", args.target_cpu] if args.target_cpu else []
-        proc = spawn(pin_t + [target, "--config", cfg], stdout=lf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        proc = spawn(pin_t + [target, "--config", cfg, "--control-socket", os.path.join(work, "target.sock")],
+                     stdout=lf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     rows, failed = [], []
     try:
         # Ready when it accepts connections (a loaded machine may take a while: wait for the event).

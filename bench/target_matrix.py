@@ -266,7 +266,8 @@ log_level: info
         logf = open(self.log_path, "a")
         logf.write(f"=== start {self.starts} on port {self.port}\n")
         logf.flush()
-        self.proc = spawn(["taskset", "-c", str(self.cpu), self.binary, "--config", config],
+        self.proc = spawn(["taskset", "-c", str(self.cpu), self.binary, "--config", config, "--control-socket",
+                           os.path.join(os.path.dirname(config), "target.sock")],
                           stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         logf.close()
         deadline = time.monotonic() + 20

@@ -71,7 +71,8 @@ log_level: warn
 """)
     log = open(os.path.join(workdir, "target.log"), "w")
     proc = subprocess.Popen([os.path.join(build, "target/rdmablk-target"), "--config", config,
-                             "--log-level", "info"], stdout=log, stderr=subprocess.STDOUT)
+                             "--log-level", "info", "--control-socket", os.path.join(workdir, "target.sock")],
+                            stdout=log, stderr=subprocess.STDOUT)
     deadline = time.time() + 15
     while time.time() < deadline:
         if proc.poll() is not None:

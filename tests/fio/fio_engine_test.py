@@ -92,7 +92,10 @@ limits:
             with open(cfg, "w") as f:
                 f.write(self.config())
             logf = open(self.log_path, "w")
-            self.proc = subprocess.Popen([self.binary, "--config", cfg], stdout=logf, stderr=subprocess.STDOUT)
+            # A control socket of its own: the default one is one per machine (tests run in parallel).
+            self.proc = subprocess.Popen([self.binary, "--config", cfg, "--control-socket",
+                                          os.path.join(self.work, "target.sock")],
+                                         stdout=logf, stderr=subprocess.STDOUT)
             logf.close()
             deadline = time.monotonic() + 60
             while time.monotonic() < deadline:
