@@ -11,9 +11,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include <netinet/in.h>
-#include <arpa/inet.h>
-
 #include <cstring>
 #include <thread>
 
@@ -229,15 +226,8 @@ TEST(OperationsE2e, VerbsWhileIoRunsAndStatsMatchTheBench) {
 
 // One HTTP request to 127.0.0.1:port, the whole response (the server closes after it).
 std::string http(uint16_t port, const std::string& request) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-    ::close(fd);
-    return "connect failed";
-  }
+  const int fd = raw_connect(port);
+  if (fd < 0) return "connect failed";
   (void)!::send(fd, request.data(), request.size(), MSG_NOSIGNAL);
   timeval tv{30, 0};
   ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
