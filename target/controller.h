@@ -54,6 +54,9 @@ struct Controller {
   uint32_t kato_ms = 0;
   bool traffic_based_keep_alive = true;
   bool keep_alive_armed = false;  // a keep-alive check is scheduled  // CTRATT.TBKAS: any command counts as keep-alive
+  // That check's timer on admin_reactor, cancelled at teardown: its weak_ptr would otherwise keep this whole
+  // allocation (make_shared: the error log alone is 4 KiB) until KATO expires, long after the host left.
+  uint64_t keep_alive_timer = 0;
   uint32_t aec = 0;             // Asynchronous Event Configuration
   uint16_t io_queues = 0;       // allocated by Set Features Number of Queues (1-based)
   bool dead = false;

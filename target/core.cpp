@@ -254,7 +254,8 @@ void TargetCore::start_keep_alive_locked(const std::shared_ptr<Controller>& ctrl
   if (ctrl->kato_ms == 0 || ctrl->keep_alive_armed || ctrl->dead) return;
   ctrl->keep_alive_armed = true;
   std::weak_ptr<Controller> weak = ctrl;
-  ctrl->admin_reactor->schedule(std::chrono::milliseconds(ctrl->kato_ms), [this, weak] { keep_alive_check(weak); });
+  ctrl->keep_alive_timer = ctrl->admin_reactor->schedule(std::chrono::milliseconds(ctrl->kato_ms),
+                                                         [this, weak] { keep_alive_check(weak); });
 }
 
 void TargetCore::keep_alive_check(const std::weak_ptr<Controller>& weak) {
@@ -264,6 +265,7 @@ void TargetCore::keep_alive_check(const std::weak_ptr<Controller>& weak) {
   {
     std::lock_guard lock(mu_);
     ctrl->keep_alive_armed = false;
+    ctrl->keep_alive_timer = 0;
     if (ctrl->dead || ctrl->kato_ms == 0) return;
     if (ctrl->ka_activity.exchange(false, std::memory_order_relaxed)) {
       start_keep_alive_locked(ctrl);
@@ -283,6 +285,11 @@ void TargetCore::teardown_locked(const std::shared_ptr<Controller>& ctrl, const 
   ctrl->dead = true;
   ctrl->ready.store(false, std::memory_order_relaxed);
   controllers_.erase(ctrl->cntlid);
+  if (ctrl->keep_alive_timer != 0) {
+    ctrl->admin_reactor->cancel(ctrl->keep_alive_timer);  // from another thread: posted to the admin reactor
+    ctrl->keep_alive_timer = 0;
+    ctrl->keep_alive_armed = false;
+  }
   std::vector<std::weak_ptr<CoreQueue>> queues;
   queues.push_back(ctrl->admin_queue);
   for (auto& w : ctrl->io_queue_table)
