@@ -78,7 +78,8 @@ std::string format_discovery_log_json(const DiscoveryLog& log) {
     if (e.trtype == 3) r["sectype"] = sectype_str(e.tcp_tsas().sectype);
     root["records"].push_back(r);
   }
-  return root.dump(2) + "\n";
+  // Discovery log fields are the controller's bytes: replace what is not UTF-8 instead of throwing.
+  return root.dump(2, ' ', false, nlohmann::ordered_json::error_handler_t::replace) + "\n";
 }
 
 std::string format_identify(const Controller& ctrl) {
