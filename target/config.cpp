@@ -803,7 +803,7 @@ void Parser::check_namespaces_across_subsystems(const TargetConfig& config) cons
 QueueLimits Parser::parse_limits(const Field& f) {
   Mapping m(*this, f.value, f.path, f.value_at,
             {"io_queue_depth", "admin_queue_depth", "max_io_queues", "max_io_size", "admin_inline_data",
-             "io_inline_data", "keep_alive"});
+             "io_inline_data", "queue_buffer_bytes", "keep_alive", "connections"});
   QueueLimits limits;
   if (const Field* x = m.find("io_queue_depth")) limits.io_queue_depth = integer32(*x, 2, 1024);
   if (const Field* x = m.find("admin_queue_depth")) limits.admin_queue_depth = integer32(*x, 32, 1024);
@@ -827,6 +827,14 @@ QueueLimits Parser::parse_limits(const Field& f) {
     limits.admin_inline_data = inline_size(*x, 8192);
   }
   if (const Field* x = m.find("io_inline_data")) limits.io_inline_data = inline_size(*x, 0);
+  if (const Field* x = m.find("queue_buffer_bytes")) limits.queue_buffer_bytes = size_value(*x, 64 * 1024, 1ull << 40);
+  if (const Field* c = m.find("connections")) {
+    Mapping k(*this, c->value, c->path, c->value_at, {"per_listener", "per_host", "connect_timeout_ms"});
+    auto& out = limits.connections;
+    if (const Field* x = k.find("per_listener")) out.per_listener = integer32(*x, 0, 1'000'000);
+    if (const Field* x = k.find("per_host")) out.per_host = integer32(*x, 0, 1'000'000);
+    if (const Field* x = k.find("connect_timeout_ms")) out.connect_timeout_ms = integer32(*x, 100, 3'600'000);
+  }
 
   if (const Field* ka = m.find("keep_alive")) {
     Mapping k(*this, ka->value, ka->path, ka->value_at, {"discovery_timeout_ms", "max_timeout_ms", "traffic_based"});
@@ -1159,6 +1167,10 @@ std::string describe(const TargetConfig& config) {
   out += ", queues " + std::to_string(q.max_io_queues) + "x" + std::to_string(q.io_queue_depth) + ", max I/O " +
          format_size(q.max_io_size) + ", inline " + format_size(q.admin_inline_data) + "/" +
          format_size(q.io_inline_data);
+  auto limit = [](uint32_t count) { return count == 0 ? std::string("unlimited") : std::to_string(count); };
+  out += ", connections " + limit(q.connections.per_listener) + "/listener " + limit(q.connections.per_host) +
+         "/host, Connect within " + std::to_string(q.connections.connect_timeout_ms) + " ms, queue buffers " +
+         format_size(q.queue_buffer_bytes);
   out += ", control " + (config.control.enabled ? config.control.socket_path : std::string("off"));
   out += ", metrics " + (config.metrics.enabled
                              ? "http://" + host_port(config.metrics.address, config.metrics.port) + "/metrics"

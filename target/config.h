@@ -106,6 +106,20 @@ struct KeepAliveConfig {
   bool traffic_based = true;
 };
 
+// What one host, or everyone, may hold at once: connections are refused at accept time (NVMe/TCP: the socket
+// is closed; RDMA: the CM request is rejected) with a rate-limited log line naming the limit. 0 = no limit.
+struct ConnectionLimits {
+  // Open connections (TCP sockets, RDMA queue pairs) on one listener. Each holds a file descriptor or a QP,
+  // so the daemon also raises its RLIMIT_NOFILE soft limit to the hard one.
+  uint32_t per_listener = 4096;
+  // Open connections from one host address (before Connect a host is only its address), over all listeners.
+  // A Linux host opens 1 + nr_io_queues (one per CPU, at most max_io_queues) per controller.
+  uint32_t per_host = 1024;
+  // A connection must complete its transport handshake (NVMe/TCP ICReq) and Fabrics Connect within this,
+  // or it is closed: a socket that never speaks holds nothing for long. Hosts send both at once.
+  uint32_t connect_timeout_ms = 10'000;
+};
+
 struct QueueLimits {
   uint32_t io_queue_depth = 128;      // entries per I/O queue (CAP.MQES + 1), 2..1024
   uint32_t admin_queue_depth = 32;    // entries on the admin queue, 32..1024 (the Linux host uses 32)
@@ -114,7 +128,14 @@ struct QueueLimits {
   uint32_t admin_inline_data = 8192;  // in-capsule data on the admin queue; the Linux TCP host sends
                                       // Connect data in-capsule and assumes 8 KiB
   uint32_t io_inline_data = 16384;    // in-capsule data on I/O queues (IOCCSZ = (64 + this) / 16)
+  // Pool buffer bytes one queue (connection) may hold at once, counted as buffers (a command of up to 16 KiB
+  // takes a small buffer, a longer one a max_io_size buffer). Commands beyond wait on their own queue, so a
+  // host that stops reading its responses (or floods large I/O) cannot take every buffer of its reactor
+  // (64 MiB of large ones) from the other queues there. One command always fits. In-capsule data is not
+  // counted: the queue depth times the in-capsule size bounds it.
+  uint64_t queue_buffer_bytes = 32u << 20;
   KeepAliveConfig keep_alive;
+  ConnectionLimits connections;
 };
 
 // The local control socket (JSON lines: status, statistics, reload). Not reloadable.

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "target/core_internal.h"
+#include "transport/log_limit.h"
 
 namespace rdmablk::target {
 
@@ -103,9 +104,39 @@ void TargetCore::on_queue_created(transport::TargetQueue& queue) noexcept {
   q->rs = &reactor_state_for_current_thread();
   q->self = q;
   queue.core_queue = q.get();
+  start_connect_timer(*q);
   std::lock_guard lock(mu_);
   std::erase_if(queues_, [](const std::weak_ptr<CoreQueue>& w) { return w.expired(); });
   queues_.push_back(q);
+}
+
+// A connection must finish its handshake and Fabrics Connect in time: one that never speaks (or stops
+// after ICReq) would otherwise hold a socket, its buffers and a place under the connection limits forever.
+void TargetCore::start_connect_timer(CoreQueue& q) noexcept {
+  const uint32_t ms = limits_.connections.connect_timeout_ms;
+  if (ms == 0) return;
+  try {
+    std::weak_ptr<CoreQueue> weak = q.self;
+    q.connect_timer = q.rs->reactor().schedule(std::chrono::milliseconds(ms), [weak, ms] {
+      auto queue = weak.lock();
+      if (!queue) return;
+      queue->connect_timer = 0;
+      if (queue->closed || queue->state != QueueState::unconnected) return;
+      if (transport::peer_error_log_allowed()) {
+        spdlog::warn("{}: connection from {} closed: no Connect within {} ms (limits.connections.connect_timeout_ms)",
+                     transport::to_uri(queue->local), queue->tq->peer_name(), ms);
+      }
+      queue->tq->close("no Connect in time");
+    });
+  } catch (...) {
+    // No memory for a timer: the connection simply has no deadline.
+  }
+}
+
+void TargetCore::cancel_connect_timer(CoreQueue& q) noexcept {
+  if (q.connect_timer == 0) return;
+  q.rs->reactor().cancel(q.connect_timer);
+  q.connect_timer = 0;
 }
 
 void TargetCore::on_queue_closed(transport::TargetQueue& queue) noexcept {
@@ -113,6 +144,7 @@ void TargetCore::on_queue_closed(transport::TargetQueue& queue) noexcept {
   if (qp == nullptr || qp->closed) return;
   CoreQueue& q = *qp;
   q.closed = true;
+  cancel_connect_timer(q);
   std::vector<TargetRequest*> held;
   std::vector<std::function<void()>> after;
   {

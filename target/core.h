@@ -120,6 +120,8 @@ class TargetCore final : public transport::TargetQueueHandler {
   // Counts a completing command in its queue's and its namespace's statistics.
   void account(CoreQueue& q, const transport::TargetRequest& req, protocol::Status status) noexcept;
   void start_keep_alive_locked(const std::shared_ptr<Controller>& ctrl);
+  void start_connect_timer(CoreQueue& q) noexcept;
+  void cancel_connect_timer(CoreQueue& q) noexcept;
   void keep_alive_check(const std::weak_ptr<Controller>& weak);
   // Marks the controller dead, takes it out of the table and closes its queues (by message). Called with
   // mu_ held; returns the closures to run after unlocking.

@@ -144,6 +144,7 @@ struct CoreQueue {
   bool closed = false;            // on_queue_closed seen: complete() becomes release()
   uint32_t backend_in_flight = 0;
   uint32_t parked = 0;  // commands waiting for room in a full backend queue
+  uint64_t connect_timer = 0;  // closes the queue unless Fabrics Connect succeeds first (0 = none)
   // I/O queues: what this queue completed (written on its reactor only, read by the control path).
   stats::IoStats io_stats;
   // Commands received and completed (relaxed single-writer counters): their difference is in flight.

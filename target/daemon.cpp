@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <systemd/sd-daemon.h>
 #include <unistd.h>
@@ -96,6 +97,30 @@ int64_t unix_ms_now() {
       .count();
 }
 
+// Every connection holds a file descriptor (a socket, or an RDMA CM id's): the soft RLIMIT_NOFILE (1024
+// under systemd unless LimitNOFILE= says otherwise) would refuse connections long before the configured
+// limits. Raise it to the hard limit, as systemd.exec(5) advises a program that needs many files to do,
+// and say when the limits still do not fit.
+void raise_open_file_limit(const TargetConfig& config) {
+  rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+  const rlim_t before = rl.rlim_cur;
+  if (rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &rl) != 0) rl.rlim_cur = before;
+  }
+  if (rl.rlim_cur != before) spdlog::info("open files limit raised from {} to {}", before, rl.rlim_cur);
+  const uint64_t per_listener = config.limits.connections.per_listener;
+  const uint64_t want = per_listener == 0 ? 0 : per_listener * config.listeners.size() + 64;
+  if (rl.rlim_cur != RLIM_INFINITY && (want == 0 || want > rl.rlim_cur)) {
+    // Info, not a warning: the kernel's default hard limit for a process outside systemd is 4096.
+    spdlog::info("open files limit is {}: fewer connections than limits.connections.per_listener ({} on {} "
+                 "listeners) allows will fit; raise LimitNOFILE= or lower the limit",
+                 rl.rlim_cur, per_listener == 0 ? std::string("unlimited") : std::to_string(per_listener),
+                 config.listeners.size());
+  }
+}
+
 // "1.2k" style numbers for the systemd STATUS= line.
 std::string short_number(double v) {
   if (v >= 1e6) return fmt::format("{:.1f}M", v / 1e6);
@@ -121,6 +146,7 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const TargetConfig& config, const 
   Impl& s = *d->impl_;
   s.options = options;
   s.config = config;
+  raise_open_file_limit(config);
 
   const unsigned n = reactor_count(config);
   for (unsigned i = 0; i < n; ++i) {
@@ -159,18 +185,21 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const TargetConfig& config, const 
 
   std::vector<transport::ReactorSlot> slots;
   for (std::size_t i = 0; i < s.reactors.size(); ++i) slots.push_back({s.reactors[i].get(), s.pools[i].get()});
+  // One gate for every listener: a host's connections count together wherever they arrive.
+  auto gate = transport::ConnectionGate::create(connection_limit_options(config.limits));
   for (const auto& l : config.listeners) {
     const std::string where = config.source + ":" + std::to_string(l.at.line) + ":" + std::to_string(l.at.column);
     transport::TransportAddress address{l.transport, l.address, l.port};
     const transport::TransportAddress* bound = nullptr;
     if (l.transport == transport::TransportType::tcp) {
-      auto listener = transport::tcp::TcpListener::create(address, slots, *s.core, tcp_target_options(config.limits));
+      auto listener =
+          transport::tcp::TcpListener::create(address, slots, *s.core, tcp_target_options(config.limits), gate);
       if (!listener) return make_error(where + ": listeners: " + listener.error().message);
       bound = &(*listener)->address();
       s.tcp_listeners.push_back(std::move(*listener));
     } else {
       auto listener =
-          transport::rdma::RdmaListener::create(address, slots, *s.core, rdma_target_options(config.limits));
+          transport::rdma::RdmaListener::create(address, slots, *s.core, rdma_target_options(config.limits), gate);
       if (!listener) return make_error(where + ": listeners: " + listener.error().message);
       bound = &(*listener)->address();
       s.rdma_listeners.push_back(std::move(*listener));

@@ -189,6 +189,7 @@ void TargetCore::admin_connect(CoreQueue& q, TargetRequest& req, const ConnectCo
     q.ctrl = ctrl;
   }
   q.tq->set_connected(0, sq_entries);
+  cancel_connect_timer(q);
   spdlog::info("controller {} created for {} on {} from {} (kato {} ms)", ctrl->cntlid, ctrl->hostnqn,
                discovery ? std::string(protocol::kDiscoveryNqn) : ctrl->subsys->nqn, peer, ctrl->kato_ms);
   finish(req, st::success, protocol::connect_success_result(ctrl->cntlid));
@@ -254,6 +255,7 @@ void TargetCore::io_connect(CoreQueue& q, TargetRequest& req, const ConnectComma
     q.view = q.rs->view(sub, sub->table);
   }
   q.tq->set_connected(qid, sq_entries);
+  cancel_connect_timer(q);
   ctrl->touch_if_traffic_based();
   spdlog::debug("controller {}: I/O queue {} ({} entries) from {}", ctrl->cntlid, qid, sq_entries, peer);
   finish(req, st::success, protocol::connect_success_result(ctrl->cntlid));

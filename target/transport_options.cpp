@@ -21,6 +21,7 @@ transport::tcp::TcpTargetOptions tcp_target_options(const QueueLimits& limits) {
   o.io_in_capsule = limits.io_inline_data;
   o.max_queue_depth = static_cast<uint16_t>(std::max(limits.io_queue_depth, limits.admin_queue_depth));
   o.max_data_transfer = limits.max_io_size;
+  o.max_buffer_bytes = limits.queue_buffer_bytes;
   return o;
 }
 
@@ -31,6 +32,14 @@ transport::rdma::RdmaTargetOptions rdma_target_options(const QueueLimits& limits
   o.io_in_capsule = limits.io_inline_data;
   o.max_queue_depth = static_cast<uint16_t>(std::max(limits.io_queue_depth, limits.admin_queue_depth));
   o.max_data_transfer = limits.max_io_size;
+  o.max_buffer_bytes = limits.queue_buffer_bytes;
+  return o;
+}
+
+transport::ConnectionLimitOptions connection_limit_options(const QueueLimits& limits) {
+  transport::ConnectionLimitOptions o;
+  o.per_listener = limits.connections.per_listener;
+  o.per_host = limits.connections.per_host;
   return o;
 }
 

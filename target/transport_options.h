@@ -5,6 +5,7 @@
 
 #include "target/config.h"
 #include "transport/buffer_pool.h"
+#include "transport/connection_limits.h"
 #include "transport/rdma/rdma_queue.h"
 #include "transport/tcp/tcp_target_queue.h"
 
@@ -13,5 +14,6 @@ namespace rdmablk::target {
 transport::BufferPoolOptions buffer_pool_options(const QueueLimits& limits);
 transport::tcp::TcpTargetOptions tcp_target_options(const QueueLimits& limits);
 transport::rdma::RdmaTargetOptions rdma_target_options(const QueueLimits& limits);
+transport::ConnectionLimitOptions connection_limit_options(const QueueLimits& limits);
 
 }  // namespace rdmablk::target

@@ -54,6 +54,11 @@ class BufferPool {
   void wait(BufferWaiter& w) noexcept;
   void cancel_wait(BufferWaiter& w) noexcept;
   unsigned waiters() const noexcept { return waiter_count_; }
+  // The capacity of the buffer acquire(bytes) normally returns (a small one falls back to large when none
+  // is free): what a queue's buffer limit counts.
+  std::size_t capacity_for(std::size_t bytes) const noexcept {
+    return bytes <= opts_.small_size ? opts_.small_size : opts_.large_size;
+  }
 
   // The whole region, for io_uring_register_buffers (index 0) and ibv_reg_mr.
   iovec region() const noexcept;

@@ -6,7 +6,9 @@
 //
 // A request's life (RequestStage):
 //   free -> [wait_buffer] -> [receiving] -> core <-> fetching -> sending -> free
-// `wait_buffer`: parsed, no pool buffer free yet (it waits on the pool, never allocates). `receiving`: its
+// `wait_buffer`: parsed, no pool buffer free yet (it waits on the pool, never allocates), or the queue holds
+// its buffer limit already (it waits on the queue's own list, so that one queue cannot drain the pool that
+// every queue of its reactor shares). `receiving`: its
 // in-capsule data is still arriving (NVMe/TCP). `core`: the core has it. `fetching`: the core asked for host
 // data (R2T + H2CData, RDMA READ). `sending`: complete() was called (or the transport answered the command
 // itself): data and the completion are on their way; the slot is recycled when the transport is done with
@@ -58,6 +60,9 @@ struct RequestSlot {
   bool with_data = false;    // sending: controller -> host data goes before the CQE
   uint16_t cid = 0;
   uint32_t buf_offset = 0;   // where req.data starts in buf (in-capsule data at an SGL offset)
+  uint32_t reserved = 0;     // bytes counted against the queue's buffer limit for this slot
+  uint16_t limit_next = 0xFFFF;  // next slot waiting for room under the queue's buffer limit
+  bool limit_waiting = false;    // on that list
 };
 
 // What a command's data SGL asks of the transport, once checked against the binding (one parser for all
@@ -150,6 +155,8 @@ class TargetQueueBase : public TargetQueue {
   bool finished() const noexcept { return state_ == State::closed; }
   unsigned core_held() const noexcept { return core_held_; }
   unsigned in_flight_requests() const noexcept { return static_cast<unsigned>(slots_.size() - free_slots_.size()); }
+  // Buffer bytes counted against the queue's limit now (held, or waited for on the pool).
+  uint64_t buffer_bytes_reserved() const noexcept { return buffer_reserved_; }
 
  protected:
   enum class State : uint8_t { live, closing, closed };
@@ -211,20 +218,31 @@ class TargetQueueBase : public TargetQueue {
     s.req.cqe.sqhd.set(sqhd_);
   }
 
-  // Attach a pool buffer of `bytes` (data at `offset` in it) or, when none is free, wait for one:
-  // buffer_ready() follows then. True when attached now.
-  bool attach_or_wait(Slot& s, std::size_t bytes, uint32_t offset = 0) noexcept {
+  // Attach a pool buffer of `bytes` (data at `offset` in it) or, when none is free or the queue holds its
+  // buffer limit, wait for one: buffer_ready() follows then. True when attached now. `limited` = false for
+  // in-capsule data, which must land somewhere before the connection reads on: its bytes are bounded by the
+  // queue depth times the in-capsule size, and counting them could stop a queue whose buffers all wait for
+  // host data behind them (R2T + H2CData).
+  bool attach_or_wait(Slot& s, std::size_t bytes, uint32_t offset = 0, bool limited = true) noexcept {
     s.buf_offset = offset;
-    Buffer b = pool_.acquire(bytes);
-    if (!b) {
-      s.stage = RequestStage::wait_buffer;
-      s.waiter.w.bytes = bytes;
-      pool_.wait(s.waiter.w);
-      return false;
+    s.waiter.w.bytes = bytes;
+    if (limited && buffer_limit_ != 0) {
+      const auto need = static_cast<uint32_t>(pool_.capacity_for(bytes));
+      // An empty queue always gets one command's worth, so a limit below max I/O size cannot stall it.
+      if (buffer_reserved_ != 0 && buffer_reserved_ + need > buffer_limit_) {
+        s.stage = RequestStage::wait_buffer;
+        limit_push(s);
+        return false;
+      }
+      s.reserved = need;
+      buffer_reserved_ += need;
     }
-    attach(s, b);
-    return true;
+    return acquire_or_wait(s);
   }
+
+  // At most this many buffer bytes held (or waited for on the pool) at once; 0 = no limit.
+  void set_buffer_limit(uint64_t bytes) noexcept { buffer_limit_ = bytes; }
+
 
   // The core gets the command.
   void dispatch(Slot& s) noexcept {
@@ -250,6 +268,7 @@ class TargetQueueBase : public TargetQueue {
   void recycle(Slot& s) noexcept {
     if (s.stage == RequestStage::free) return;
     if (s.waiter.w.waiting) pool_.cancel_wait(s.waiter.w);
+    if (s.limit_waiting) limit_remove(s);
     self().on_recycle(s);
     s.stage = RequestStage::free;
     s.req.data = nullptr;
@@ -262,7 +281,11 @@ class TargetQueueBase : public TargetQueue {
   void release_buffer(Slot& s) noexcept {
     Buffer b = s.buf;
     s.buf = Buffer{};
+    const bool had_reserved = s.reserved != 0;
+    buffer_reserved_ -= s.reserved;
+    s.reserved = 0;
     if (b) pool_.release(b);
+    if (had_reserved) admit_limit_waiters();
   }
 
   // The transport has stopped its I/O: requests that wait for a buffer or for in-capsule data are dropped,
@@ -316,6 +339,71 @@ class TargetQueueBase : public TargetQueue {
   std::vector<uint16_t> free_slots_;
 
  private:
+  bool acquire_or_wait(Slot& s) noexcept {
+    Buffer b = pool_.acquire(s.waiter.w.bytes);
+    if (!b) {
+      s.stage = RequestStage::wait_buffer;
+      pool_.wait(s.waiter.w);
+      return false;
+    }
+    attach(s, b);
+    return true;
+  }
+
+  void limit_push(Slot& s) noexcept {
+    s.limit_waiting = true;
+    s.limit_next = kNoSlot;
+    if (limit_tail_ == kNoSlot) {
+      limit_head_ = s.req.tag;
+    } else {
+      slots_[limit_tail_].limit_next = s.req.tag;
+    }
+    limit_tail_ = s.req.tag;
+  }
+
+  // Only when a queue closes or a host-started command is dropped: a scan is fine.
+  void limit_remove(Slot& s) noexcept {
+    uint16_t prev = kNoSlot;
+    for (uint16_t i = limit_head_; i != kNoSlot; prev = i, i = slots_[i].limit_next) {
+      if (i != s.req.tag) continue;
+      if (prev == kNoSlot) {
+        limit_head_ = s.limit_next;
+      } else {
+        slots_[prev].limit_next = s.limit_next;
+      }
+      if (limit_tail_ == i) limit_tail_ = prev;
+      break;
+    }
+    s.limit_waiting = false;
+    s.limit_next = kNoSlot;
+  }
+
+  // Room under the limit again: the oldest waiters go on to the pool, in order. buffer_ready() may complete
+  // a command and free more room from inside this loop; the outer loop carries on from the list's head.
+  void admit_limit_waiters() noexcept {
+    if (admitting_ || state_ != State::live) return;
+    admitting_ = true;
+    while (limit_head_ != kNoSlot && state_ == State::live) {
+      Slot& s = slots_[limit_head_];
+      const auto need = static_cast<uint32_t>(pool_.capacity_for(s.waiter.w.bytes));
+      if (buffer_reserved_ != 0 && buffer_reserved_ + need > buffer_limit_) break;
+      limit_head_ = s.limit_next;
+      if (limit_head_ == kNoSlot) limit_tail_ = kNoSlot;
+      s.limit_waiting = false;
+      s.limit_next = kNoSlot;
+      s.reserved = need;
+      buffer_reserved_ += need;
+      if (acquire_or_wait(s)) self().buffer_ready(s);
+    }
+    admitting_ = false;
+  }
+
+  uint64_t buffer_limit_ = 0;
+  uint64_t buffer_reserved_ = 0;
+  uint16_t limit_head_ = kNoSlot;
+  uint16_t limit_tail_ = kNoSlot;
+  bool admitting_ = false;
+
   void attach(Slot& s, Buffer b) noexcept {
     s.buf = b;
     s.req.data = b.data + s.buf_offset;

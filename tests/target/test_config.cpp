@@ -729,7 +729,8 @@ log_level: debug
 )");
   EXPECT_EQ(describe(c),
             "2 listeners (tcp 0.0.0.0:4420, tcp [::1]:8009 discovery), 1 subsystem, 2 namespaces, reactors 2, "
-            "log debug, queues 64x128, max I/O 1 MiB, inline 8 KiB/16 KiB, control /run/rdmablk/target.sock, "
+            "log debug, queues 64x128, max I/O 1 MiB, inline 8 KiB/16 KiB, "
+            "connections 4096/listener 1024/host, Connect within 10000 ms, queue buffers 32 MiB, control /run/rdmablk/target.sock, "
             "metrics off");
 }
 

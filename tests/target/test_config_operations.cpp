@@ -484,7 +484,8 @@ metrics: {address: "::1", port: 9100}
 )");
   EXPECT_EQ(describe(c),
             "1 listener (tcp 127.0.0.1:4420), 0 subsystems, 0 namespaces, reactors 5 on CPUs 2-3,6-7,1, log info, "
-            "queues 64x128, max I/O 1 MiB, inline 8 KiB/16 KiB, control /tmp/ctl.sock, metrics "
+            "queues 64x128, max I/O 1 MiB, inline 8 KiB/16 KiB, "
+            "connections 4096/listener 1024/host, Connect within 10000 ms, queue buffers 32 MiB, control /tmp/ctl.sock, metrics "
             "http://[::1]:9100/metrics");
   TargetConfig off = parse_ok("control: {enabled: false}\n");
   EXPECT_NE(describe(off).find(", reactors auto, "), std::string::npos) << describe(off);

@@ -336,5 +336,86 @@ TEST(TcpQueue, ZeroLengthDescriptorOfAnyTypeIsAcceptedWithoutData) {
   EXPECT_EQ(h.view.responses[1].get_status(), p::status::sgl_descriptor_type_invalid);
 }
 
+
+p::Sqe read_cmd(uint16_t cid, uint32_t bytes) {
+  auto r = p::make_read(cid, 1, 0, bytes / 512, p::make_transport_sgl(bytes));
+  return p::load<p::Sqe>(&r);
+}
+
+// limits.queue_buffer_bytes: a queue holding its share waits on its own list; the pool keeps the rest for
+// the other queues of the reactor; completions let the waiters on in order.
+TEST(TcpQueue, BufferLimitKeepsAQueueToItsShareOfThePool) {
+  TcpTargetOptions o;
+  o.max_buffer_bytes = 2u << 20;  // two large (1 MiB) buffers
+  Harness h(o);
+  h.connect();
+  h.core.hold = true;
+  const unsigned large_before = h.pool->free_large();
+  std::vector<uint8_t> stream;
+  for (uint16_t cid = 1; cid <= 5; ++cid) append(stream, h.capsule(read_cmd(cid, 64 * 1024)));
+  h.deliver(stream);
+  ASSERT_EQ(h.core.commands.size(), 2u) << "a 64 KiB read takes a 1 MiB buffer: two fit under 2 MiB";
+  EXPECT_EQ(h.pool->free_large(), large_before - 2) << "the others wait on the queue, not on the pool";
+  EXPECT_EQ(h.pool->waiters(), 0u);
+  EXPECT_TRUE(h.io.recv_pending) << "the queue keeps reading while its commands wait";
+  EXPECT_EQ(h.q->buffer_bytes_reserved(), 2u << 20);
+  // Each completion lets the oldest waiter on.
+  for (std::size_t done = 0; done < 3; ++done) {
+    TargetRequest* r = h.core.commands[done];
+    std::memset(r->data, 0xAB, r->data_length);
+    r->queue->complete(*r, true);
+    h.drain_sends();
+    ASSERT_EQ(h.core.commands.size(), 3 + done);
+    EXPECT_EQ(h.core.commands.back()->sqe.hdr.cid.get(), 3 + done) << "waiters go on in arrival order";
+  }
+  for (std::size_t i = 3; i < 5; ++i) h.core.commands[i]->queue->complete(*h.core.commands[i], false);
+  h.drain_sends();
+  EXPECT_EQ(h.view.responses.size(), 5u);
+  EXPECT_EQ(h.q->buffer_bytes_reserved(), 0u);
+  EXPECT_EQ(h.pool->free_large(), large_before);
+}
+
+TEST(TcpQueue, InCapsuleDataIsNotCountedAgainstTheBufferLimit) {
+  TcpTargetOptions o;
+  o.max_buffer_bytes = 64 * 1024;  // less than one large buffer: one R2T write at a time
+  Harness h(o);
+  h.connect();
+  h.core.hold = true;
+  std::vector<uint8_t> data(4096, 0x11);
+  std::vector<uint8_t> stream;
+  append(stream, h.capsule(write_cmd(1, 128 * 1024, false)));  // takes the queue's share
+  append(stream, h.capsule(write_cmd(2, 128 * 1024, false)));  // waits for it
+  for (uint16_t cid = 3; cid < 11; ++cid) append(stream, h.capsule(write_cmd(cid, 4096, true), data));
+  h.deliver(stream);
+  // The R2T write's buffer is held until its data arrives, which needs the connection to keep reading:
+  // the in-capsule writes behind it must not wait for the limit.
+  EXPECT_EQ(h.core.commands.size(), 9u);
+  EXPECT_TRUE(h.io.recv_pending);
+}
+
+TEST(TcpQueue, ClosingWithCommandsWaitingForTheBufferLimitFreesEverything) {
+  TcpTargetOptions o;
+  o.max_buffer_bytes = 1u << 20;
+  Harness h(o);
+  h.connect();
+  h.core.hold = true;
+  std::vector<uint8_t> stream;
+  for (uint16_t cid = 1; cid <= 4; ++cid) append(stream, h.capsule(read_cmd(cid, 128 * 1024)));
+  h.deliver(stream);
+  ASSERT_EQ(h.core.commands.size(), 1u);
+  static_cast<TargetQueue&>(*h.q).close("test");
+  h.drain_sends();
+  if (h.io.recv_pending) {
+    h.io.recv_pending = false;
+    h.q->on_recv_done(0);
+  }
+  EXPECT_EQ(h.core.closed, 1);
+  EXPECT_EQ(h.io.destroys, 0u) << "the core still holds one command";
+  h.core.commands[0]->queue->release(*h.core.commands[0]);
+  EXPECT_EQ(h.io.destroys, 1u);
+  EXPECT_EQ(h.q->buffer_bytes_reserved(), 0u);
+  EXPECT_EQ(h.pool->waiters(), 0u);
+}
+
 }  // namespace
 }  // namespace rdmablk::transport::tcp

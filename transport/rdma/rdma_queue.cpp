@@ -97,6 +97,7 @@ RdmaTargetQueue::RdmaTargetQueue(RdmaQpOps& ops, BufferPool& pool, TargetQueueHa
       inline_cqe_(setup.max_inline >= kCqeSize) {
   qid_ = sizing_.qid;
   sq_entries_ = sizing_.sq_entries;
+  set_buffer_limit(opts.max_buffer_bytes);
   limits_.accept = p::SglAccept::rdma;
   limits_.in_capsule = sizing_.in_capsule;
   limits_.max_transfer = opts_.max_data_transfer;

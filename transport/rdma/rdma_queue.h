@@ -58,6 +58,7 @@ struct RdmaTargetOptions {
   uint32_t io_in_capsule = 4 * 1024;         // ... on I/O queues (IOCCSZ = (64 + this) / 16); nvmet: 4 KiB
   uint16_t max_queue_depth = 128;            // highest HSQSIZE + 1 accepted for an I/O queue
   uint32_t max_data_transfer = 1024 * 1024;  // longest keyed SGL accepted (MDTS); longer -> SGL length invalid
+  uint64_t max_buffer_bytes = 0;             // pool buffer bytes one queue may hold; 0 = no limit
 };
 // Each reactor's CQ (per device) has this many entries, capped by the device's max_cqe; a queue reserves
 // RECVs + send-queue depth of it and is refused (no resources) when the CQ is full.

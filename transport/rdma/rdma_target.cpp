@@ -13,6 +13,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
+#include <new>
 #include <mutex>
 #include <unordered_map>
 
@@ -128,6 +130,8 @@ class RdmaConnection final : public RdmaQpOps {
     queue_.reset();
     rr_->release();
   }
+  // Our place under the connection limits (freed with the connection).
+  void hold(ConnectionTicket ticket) noexcept { ticket_ = std::move(ticket); }
 
   // On the reactor: QP, region, RECVs, accept. On failure the caller rejects and destroys the id.
   Result<void> setup(const QueueSizing& sizing, TargetQueueHandler& handler, const RdmaTargetOptions& opts) {
@@ -241,6 +245,7 @@ class RdmaConnection final : public RdmaQpOps {
   }
 
  private:
+  ConnectionTicket ticket_;
   void free_verbs(bool destroy_id) noexcept {
     if (qp_created_) {
       rdma_destroy_qp(id_);
@@ -476,6 +481,8 @@ struct RdmaListener::Impl {
   std::size_t next = 0;
   std::map<ibv_context*, DeviceLimits> limits;
   std::string where;
+  std::shared_ptr<ConnectionGate> gate;
+  unsigned gate_listener = 0;
   // The reference each reactor's context holds for this listener (set and cleared on that reactor).
   std::shared_ptr<std::vector<ReactorRdma*>> contexts;
 
@@ -548,6 +555,19 @@ struct RdmaListener::Impl {
     rdma_ack_cm_event(ev);
     const std::string peer = cm_peer_name(cid);
 
+    auto* ticket = new (std::nothrow) ConnectionTicket();
+    if (ticket == nullptr) return refuse(cid, peer, cm::CmError{cm::RejectStatus::no_resources, 0, "out of memory"});
+    std::string why;
+    if (gate && !gate->admit(gate_listener, host_of(rdma_get_peer_addr(cid)), *ticket, why)) {
+      delete ticket;
+      if (peer_error_log_allowed()) spdlog::warn("nvme-rdma {}: connection from {} refused: {}", where, peer, why);
+      const auto rej = cm::make_reject(cm::RejectStatus::no_resources);
+      rdma_reject(cid, &rej, sizeof(rej));
+      rdma_destroy_id(cid);
+      return;
+    }
+    std::unique_ptr<ConnectionTicket> held(ticket);
+
     cm::ConnectLimits cl;
     cl.max_io_queue_entries = opts.max_queue_depth;
     auto req = cm::decode_request(plen != 0 ? pdata.data() : nullptr, plen, cl);
@@ -564,7 +584,10 @@ struct RdmaListener::Impl {
     const RdmaTargetOptions o = opts;
     const QueueSizing s = *sizing;
     try {
-      where_to.reactor->post([cid, where_to, h, o, s, peer] { accept_on_reactor(cid, where_to, *h, o, s, peer); });
+      where_to.reactor->post([cid, where_to, h, o, s, peer, t = held.get()] {
+        accept_on_reactor(cid, where_to, *h, o, s, peer, std::unique_ptr<ConnectionTicket>(t));
+      });
+      held.release();
     } catch (...) {
       refuse(cid, peer, cm::CmError{cm::RejectStatus::no_resources, 0, "out of memory"});
     }
@@ -582,7 +605,7 @@ struct RdmaListener::Impl {
 
   static void accept_on_reactor(rdma_cm_id* cid, ReactorSlot where_to, TargetQueueHandler& handler,
                                 const RdmaTargetOptions& opts, const QueueSizing& sizing,
-                                const std::string& peer) noexcept {
+                                const std::string& peer, std::unique_ptr<ConnectionTicket> ticket) noexcept {
     auto rr = acquire_context(where_to.reactor, where_to.pool);
     if (!rr) {
       if (peer_error_log_allowed()) spdlog::error("nvme-rdma: reactor context: {}", rr.error().message);
@@ -608,6 +631,7 @@ struct RdmaListener::Impl {
       ctx->release();
       return refuse(cid, peer, cm::CmError{cm::RejectStatus::no_resources, 0, "out of memory"});
     }
+    conn->hold(std::move(*ticket));
     Result<void> ok = make_error("exception", ENOMEM);
     try {
       ok = conn->setup(sizing, handler, opts);
@@ -656,7 +680,8 @@ struct RdmaListener::Impl {
 
 Result<std::unique_ptr<RdmaListener>> RdmaListener::create(const TransportAddress& address,
                                                           std::vector<ReactorSlot> reactors,
-                                                          TargetQueueHandler& handler, const RdmaTargetOptions& opts) {
+                                                          TargetQueueHandler& handler, const RdmaTargetOptions& opts,
+                                                          std::shared_ptr<ConnectionGate> gate) {
   if (reactors.empty()) return make_error("RDMA listener needs at least one reactor", EINVAL);
   for (const auto& r : reactors) {
     if (r.reactor == nullptr || r.pool == nullptr) return make_error("RDMA listener: reactor without buffer pool", EINVAL);
@@ -705,6 +730,10 @@ Result<std::unique_ptr<RdmaListener>> RdmaListener::create(const TransportAddres
   impl->op.op.fn = &Impl::on_cqe;
   impl->op.self = impl;
   impl->where = where;
+  if (gate) {
+    impl->gate_listener = gate->add_listener(where);
+    impl->gate = std::move(gate);
+  }
   // Each reactor keeps its verbs context while the listener lives (no PD/CQ/MR churn per connection).
   impl->contexts = std::make_shared<std::vector<ReactorRdma*>>(reactors.size(), nullptr);
   for (std::size_t i = 0; i < reactors.size(); ++i) {

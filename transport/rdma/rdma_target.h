@@ -24,6 +24,7 @@
 #include "protocol/result.h"
 #include "transport/address.h"
 #include "transport/buffer_pool.h"
+#include "transport/connection_limits.h"
 #include "transport/rdma/rdma_queue.h"
 #include "transport/reactor.h"
 #include "transport/target_queue.h"
@@ -38,7 +39,8 @@ class RdmaListener {
   static Result<std::unique_ptr<RdmaListener>> create(const TransportAddress& address,
                                                       std::vector<ReactorSlot> reactors,
                                                       TargetQueueHandler& handler,
-                                                      const RdmaTargetOptions& opts = {});
+                                                      const RdmaTargetOptions& opts = {},
+                                                      std::shared_ptr<ConnectionGate> gate = nullptr);
   ~RdmaListener();  // stop()
   RdmaListener(const RdmaListener&) = delete;
   RdmaListener& operator=(const RdmaListener&) = delete;

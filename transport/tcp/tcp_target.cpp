@@ -9,7 +9,10 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <memory>
+#include <new>
 #include <span>
+#include <string>
 
 #include <spdlog/spdlog.h>
 
@@ -30,8 +33,10 @@ std::atomic<unsigned> g_live_connections{0};
 // TcpTargetQueue state machine. Deleted (by a posted task) when the queue is finished.
 class TcpTargetConnection final : private TcpQueueIo {
  public:
-  TcpTargetConnection(int fd, const ReactorSlot& where, TargetQueueHandler& handler, const TcpTargetOptions& opts)
-      : reactor_(*where.reactor),
+  TcpTargetConnection(int fd, const ReactorSlot& where, TargetQueueHandler& handler, const TcpTargetOptions& opts,
+                      ConnectionTicket ticket)
+      : ticket_(std::move(ticket)),
+        reactor_(*where.reactor),
         fd_(fd),
         queue_(*this, *where.pool, handler, opts, local_address_of(fd), peer_name_of(fd)) {
     recv_op_ = ConnOp{IoOp{&TcpTargetConnection::on_recv_cqe}, this};
@@ -107,6 +112,7 @@ class TcpTargetConnection final : private TcpQueueIo {
     reactor_.post([this] { delete this; });  // not now: callers up the stack may still touch us
   }
 
+  ConnectionTicket ticket_;  // our place under the connection limits, freed last
   Reactor& reactor_;
   int fd_;
   TcpTargetQueue queue_;
@@ -131,6 +137,9 @@ struct TcpListener::Acceptor {
   std::vector<ReactorSlot> reactors;
   TargetQueueHandler* handler = nullptr;
   TcpTargetOptions opts;
+  std::shared_ptr<ConnectionGate> gate;
+  unsigned gate_listener = 0;
+  std::string name;  // "127.0.0.1:4420", for logs
   int fd = -1;
   Op op{};
   bool multishot = true;
@@ -186,19 +195,49 @@ struct TcpListener::Acceptor {
   }
 
   void hand_off(int cfd) noexcept {
+    auto* ticket = new (std::nothrow) ConnectionTicket();
+    if (ticket == nullptr) {
+      ::close(cfd);
+      return;
+    }
+    if (gate && !admit(cfd, *ticket)) {
+      delete ticket;
+      ::close(cfd);
+      return;
+    }
     int one = 1;
     ::setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     const ReactorSlot where = reactors[next++ % reactors.size()];
     TargetQueueHandler* h = handler;
     const TcpTargetOptions o = opts;
     try {
-      where.reactor->post([cfd, where, h, o] {
-        auto* c = new TcpTargetConnection(cfd, where, *h, o);
+      where.reactor->post([cfd, where, h, o, ticket] {
+        std::unique_ptr<ConnectionTicket> t(ticket);
+        TcpTargetConnection* c = nullptr;
+        try {
+          c = new TcpTargetConnection(cfd, where, *h, o, std::move(*t));
+        } catch (...) {
+          ::close(cfd);
+          return;
+        }
         c->start();
       });
     } catch (...) {
+      delete ticket;
       ::close(cfd);
     }
+  }
+
+  bool admit(int cfd, ConnectionTicket& ticket) noexcept {
+    sockaddr_storage peer{};
+    socklen_t len = sizeof(peer);
+    if (::getpeername(cfd, reinterpret_cast<sockaddr*>(&peer), &len) != 0) return false;  // already gone
+    std::string why;
+    if (gate->admit(gate_listener, host_of(reinterpret_cast<sockaddr*>(&peer)), ticket, why)) return true;
+    if (peer_error_log_allowed()) {
+      spdlog::warn("nvme-tcp {}: connection from {} refused: {}", name, peer_name_of(cfd), why);
+    }
+    return false;
   }
 
   void stop_on_reactor() noexcept {
@@ -216,7 +255,8 @@ struct TcpListener::Acceptor {
 
 Result<std::unique_ptr<TcpListener>> TcpListener::create(const TransportAddress& address,
                                                         std::vector<ReactorSlot> reactors,
-                                                        TargetQueueHandler& handler, const TcpTargetOptions& opts) {
+                                                        TargetQueueHandler& handler, const TcpTargetOptions& opts,
+                                                        std::shared_ptr<ConnectionGate> gate) {
   if (reactors.empty()) return make_error("TCP listener needs at least one reactor", EINVAL);
   for (const auto& r : reactors) {
     if (r.reactor == nullptr || r.pool == nullptr) return make_error("TCP listener: reactor without buffer pool", EINVAL);
@@ -243,6 +283,11 @@ Result<std::unique_ptr<TcpListener>> TcpListener::create(const TransportAddress&
   a->reactors = std::move(reactors);
   a->handler = &handler;
   a->opts = opts;
+  a->name = where;
+  if (gate) {
+    a->gate_listener = gate->add_listener(where);
+    a->gate = std::move(gate);
+  }
   a->fd = fd;
   a->op.op.fn = &Acceptor::on_cqe;
   a->op.self = a;

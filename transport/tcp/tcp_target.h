@@ -13,6 +13,7 @@
 #include "protocol/result.h"
 #include "transport/address.h"
 #include "transport/buffer_pool.h"
+#include "transport/connection_limits.h"
 #include "transport/reactor.h"
 #include "transport/target_queue.h"
 #include "transport/tcp/tcp_target_queue.h"
@@ -24,10 +25,12 @@ class TcpListener {
  public:
   // Binds and listens now (SO_REUSEADDR; port 0 picks one, see address()), so a port in use is reported
   // to the caller. Accepting starts on reactors[0] (io_uring multishot accept when the kernel has it, else
-  // single shot re-armed); each connection goes to the next reactor round robin, by post().
+  // single shot re-armed); each connection goes to the next reactor round robin, by post(). With a `gate`, a
+  // connection beyond its limits is closed at once (a rate-limited log line says which limit).
   static Result<std::unique_ptr<TcpListener>> create(const TransportAddress& address,
                                                      std::vector<ReactorSlot> reactors,
-                                                     TargetQueueHandler& handler, const TcpTargetOptions& opts = {});
+                                                     TargetQueueHandler& handler, const TcpTargetOptions& opts = {},
+                                                     std::shared_ptr<ConnectionGate> gate = nullptr);
   ~TcpListener();  // stop()
   TcpListener(const TcpListener&) = delete;
   TcpListener& operator=(const TcpListener&) = delete;

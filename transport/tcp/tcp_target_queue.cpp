@@ -28,6 +28,7 @@ TcpTargetQueue::TcpTargetQueue(TcpQueueIo& io, BufferPool& pool, TargetQueueHand
       opts_(opts),
       rx_(opts.rx_buffer, pt::Receiver::controller, session_) {
   cid_bits_.assign(65536 / 64, 0);
+  set_buffer_limit(opts.max_buffer_bytes);
 }
 
 TcpTargetQueue::~TcpTargetQueue() = default;
@@ -206,7 +207,7 @@ void TcpTargetQueue::on_capsule() noexcept {
   }
   // The whole capsule data lands in the buffer; the command's data starts at the SGL offset in it.
   rx_slot_ = &s;
-  if (!attach_or_wait(s, std::max(icd_len, plan.length), plan.icd_offset)) {
+  if (!attach_or_wait(s, std::max(icd_len, plan.length), plan.icd_offset, /*limited=*/false)) {
     rx_.pause();  // the data must land somewhere: stop reading until a buffer comes
     return;
   }

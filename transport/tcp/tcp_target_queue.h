@@ -46,6 +46,8 @@ struct TcpTargetOptions {
   uint16_t max_queue_depth = 128;          // commands the host may have outstanding per connection
   uint32_t max_data_transfer = 1024 * 1024;  // longest data SGL accepted (MDTS); longer -> SGL length invalid
   uint32_t rx_buffer = 64 * 1024;          // receive staging bytes per connection
+  uint64_t max_buffer_bytes = 0;           // pool buffer bytes one connection may hold (in-capsule data
+                                           // aside); 0 = no limit
 };
 
 // The socket as the queue sees it. At most one recv and one send are in flight; their results come back
