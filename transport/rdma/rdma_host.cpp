@@ -127,7 +127,7 @@ class RdmaHostQueue final : public HostQueue {
     region_ = static_cast<uint8_t*>(std::aligned_alloc(4096, region_bytes_));
     if (region_ == nullptr) return fail("out of memory", ENOMEM);
     std::memset(region_, 0, region_bytes_);
-    region_mr_ = ibv_reg_mr(pd_, region_, region_bytes_, IBV_ACCESS_LOCAL_WRITE);
+    region_mr_ = ibv_reg_mr(pd_, region_, region_bytes_, kLocalWriteAccess);
     if (region_mr_ == nullptr) return fail("ibv_reg_mr", errno);
     slots_.assign(entries_, HostSlot{});
     free_cids_.clear();

@@ -139,7 +139,7 @@ class RdmaConnection final : public RdmaQpOps {
     region_ = static_cast<uint8_t*>(std::aligned_alloc(4096, region_bytes_));
     if (region_ == nullptr) return make_error("out of memory", ENOMEM);
     std::memset(region_, 0, region_bytes_);
-    mr_ = ibv_reg_mr(dev_->pd, region_, region_bytes_, IBV_ACCESS_LOCAL_WRITE);
+    mr_ = ibv_reg_mr(dev_->pd, region_, region_bytes_, kLocalWriteAccess);
     if (mr_ == nullptr) return make_error(std::string("ibv_reg_mr: ") + std::strerror(errno), errno);
     ibv_qp_init_attr qa{};
     qa.send_cq = dev_->cq;
@@ -412,7 +412,7 @@ Result<DeviceCq*> ReactorRdma::device_for(ibv_context* verbs) {
   if (d->pd == nullptr) return fail("ibv_alloc_pd");
   const iovec region = pool->region();
   // The target only reads into and writes from pool buffers: no remote access to them.
-  d->pool_mr = ibv_reg_mr(d->pd, region.iov_base, region.iov_len, IBV_ACCESS_LOCAL_WRITE);
+  d->pool_mr = ibv_reg_mr(d->pd, region.iov_base, region.iov_len, kLocalWriteAccess);
   if (d->pool_mr == nullptr) return fail("ibv_reg_mr (buffer pool)");
   d->cc = ibv_create_comp_channel(verbs);
   if (d->cc == nullptr) return fail("ibv_create_comp_channel");
