@@ -479,7 +479,7 @@ Result<NamespaceInfo> Controller::identify_namespace(uint32_t nsid) {
     return fail(fmt::format("{}: namespace {} reports an invalid LBA data size (LBADS {})", where(), nsid, lbads),
                 EPROTO);
   }
-  ns.block_size = lbads ? uint32_t{1} << lbads : 0;
+  ns.block_size = lbads >= 9 && lbads <= 31 ? uint32_t{1} << lbads : 0;  // any LBADS of an inactive namespace
   static constexpr std::array<uint8_t, 16> kZero16{};
   if (ns.id.nguid != kZero16) ns.nguid = ns.id.nguid;
   if (ns.id.eui64 != std::array<uint8_t, 8>{}) ns.eui64 = ns.id.eui64;
