@@ -32,6 +32,10 @@ json latency_json(const stats::HistogramSnapshot& h) {
 json ok(json result) { return json{{"ok", true}, {"result", std::move(result)}}; }
 json fail(const std::string& message) { return json{{"ok", false}, {"error", message}}; }
 
+// One reply line. Strings in it may hold bytes that are not UTF-8 (a host NQN from a peer's Connect data,
+// a path, a parse error quoting the request): replaced, where a plain dump() would throw.
+std::string to_line(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
 }  // namespace
 
 json io_stats_json(const stats::IoStatsSnapshot& io) {
@@ -181,9 +185,9 @@ std::string handle_control_request(const ControlHooks& hooks, const std::string&
   json reply;
   try {
     const json req = json::parse(line);
-    if (!req.is_object()) return fail("a request is a JSON object").dump();
+    if (!req.is_object()) return to_line(fail("a request is a JSON object"));
     const auto cmd_it = req.find("command");
-    if (cmd_it == req.end() || !cmd_it->is_string()) return fail("the request has no \"command\" string").dump();
+    if (cmd_it == req.end() || !cmd_it->is_string()) return to_line(fail("the request has no \"command\" string"));
     const std::string cmd = *cmd_it;
     if (cmd == "status") {
       reply = ok(status_json(hooks.status()));
@@ -203,25 +207,23 @@ std::string handle_control_request(const ControlHooks& hooks, const std::string&
       const auto host = req.find("host");
       const auto cntlid = req.find("cntlid");
       if ((host == req.end()) == (cntlid == req.end()))
-        return fail("disconnect takes either \"host\" (a host NQN) or \"cntlid\"").dump();
+        return to_line(fail("disconnect takes either \"host\" (a host NQN) or \"cntlid\""));
       unsigned n = host != req.end() ? hooks.disconnect_host(host->get<std::string>())
                                      : hooks.disconnect_controller(cntlid->get<uint16_t>());
-      if (n == 0) return fail(host != req.end() ? "no controller of host " + host->get<std::string>()
-                                                : "no controller " + std::to_string(cntlid->get<uint16_t>()))
-                      .dump();
+      if (n == 0) return to_line(fail(host != req.end() ? "no controller of host " + host->get<std::string>()
+                                                        : "no controller " + std::to_string(cntlid->get<uint16_t>())));
       reply = ok(json{{"disconnected", n}});
     } else if (cmd == "reload") {
       auto r = hooks.reload();
       reply = r ? ok(json{{"summary", *r}}) : fail(r.error().message);
     } else {
-      return fail("unknown command \"" + cmd +
-                  "\" (status, subsystems, namespaces, controllers, stats, disconnect, reload)")
-          .dump();
+      return to_line(fail("unknown command \"" + cmd +
+                          "\" (status, subsystems, namespaces, controllers, stats, disconnect, reload)"));
     }
   } catch (const json::exception& e) {
-    return fail(std::string("malformed request: ") + e.what()).dump();
+    return to_line(fail(std::string("malformed request: ") + e.what()));
   }
-  return reply.dump();
+  return to_line(reply);
 }
 
 }  // namespace rdmablk::target
