@@ -40,7 +40,6 @@ constexpr std::array<unsigned, 4> kSetupFlags = {
 };
 
 constexpr unsigned kReapBatch = 256;
-constexpr auto kMaxSleep = std::chrono::milliseconds(1000);
 
 struct Timer {
   Clock::time_point deadline;
@@ -463,7 +462,7 @@ bool Reactor::run_once(bool block) {
       !im.has_posted.load(std::memory_order_acquire)) {
     im.drop_cancelled_timers();
     slept = true;
-    Clock::duration wait = kMaxSleep;
+    Clock::duration wait = im.opts.max_sleep;
     if (!im.timers.empty()) wait = std::min<Clock::duration>(wait, im.timers.top().deadline - now);
     im.submit_and_wait(wait);
     im.last_turn_worked = false;  // the time until the next turn was (mostly) asleep

@@ -46,6 +46,10 @@ struct ReactorOptions {
   std::string name = "reactor";      // thread name (for logs and top)
   int cpu = -1;                       // pin to this CPU, or -1
   std::chrono::microseconds busy_poll{50};  // keep polling this long after the last work before sleeping
+  // The longest sleep when idle with no timer due (posts, timers and watched fds end a sleep themselves;
+  // pollers whose fd watch failed are served at these wake-ups). Tests lengthen it so that a missed wake-up
+  // shows as a hang, not as a 1 s delay that a timing check would have to tell from a loaded machine's.
+  std::chrono::milliseconds max_sleep{1000};
 };
 
 class Reactor {
