@@ -106,7 +106,8 @@ TEST(BenchRunner, TimeBasedParallelJobsWithRamp) {
     EXPECT_EQ(res.error, 0) << res.error_message;
     EXPECT_GT(res.read.ios, 0u) << res.spec.name;
     EXPECT_GE(res.read.runtime_ms(), 190u);
-    EXPECT_LE(res.read.runtime_ms(), 400u);
+    // Ends at its runtime, not at some other limit; the margin is for a descheduled job thread.
+    EXPECT_LE(res.read.runtime_ms(), 200u + 5000u);
     EXPECT_GE(res.job_runtime_ms, 240u);  // ramp + runtime
   }
   EXPECT_GT((*r)[0].write.ios, 0u);
@@ -166,7 +167,7 @@ struct Recorder {
   std::vector<std::pair<std::thread::id, cpu_set_t>> affinity;  // per connected queue
   std::set<std::thread::id> connecting_threads;
   std::chrono::milliseconds io_delay{0};  // an I/O queue poll with commands queued waits this long first
-  bool rendezvous = false;  // the first connecting job waits (up to 5 s) until another job connects
+  bool rendezvous = false;  // the first connecting job waits (up to 60 s) until another job connects
   bool overlapped = false;  // ... and another did
 
   void on_connect() {
@@ -178,7 +179,8 @@ struct Recorder {
     connecting_threads.insert(std::this_thread::get_id());
     cv.notify_all();
     if (rendezvous && connecting_threads.size() == 1) {
-      overlapped = cv.wait_for(lk, 5s, [&] { return connecting_threads.size() >= 2; });
+      // Ends when the other job connects: 60 s only bounds a run whose jobs do not overlap (the failure).
+      overlapped = cv.wait_for(lk, 60s, [&] { return connecting_threads.size() >= 2; });
     }
   }
   std::vector<IoRecord> snapshot() {
@@ -655,8 +657,14 @@ TEST(BenchRunner, FlowKeepsTheRatioOfTheWeights) {
     return fmt::format("a: {} I/Os, started at {} ms, ran {} ms; b: {} I/Os, started at {} ms, ran {} ms", a.read.ios,
                        a.job_start_ms % 100000, a.job_runtime_ms, b.read.ios, b.job_start_ms % 100000, b.job_runtime_ms);
   };
-  EXPECT_GE(share, 0.6) << why();
-  EXPECT_LE(share, 0.9) << why();
+  // A job runs alone (unthrottled, at most one I/O per ms) while the other has not started or has ended:
+  // for up to the difference of their start times plus that of their run times, which a loaded machine
+  // can stretch (thread start-up); those I/Os widen the bounds.
+  const auto diff = [](uint64_t x, uint64_t y) { return x > y ? x - y : y - x; };
+  const double alone = static_cast<double>(diff(a.job_start_ms, b.job_start_ms) + diff(a.job_runtime_ms, b.job_runtime_ms) + 2);
+  const double total = static_cast<double>(a.read.ios + b.read.ios);
+  EXPECT_GE(share, 0.6 - alone / total) << why();
+  EXPECT_LE(share, 0.9 + alone / total) << why();
 }
 
 // A job that has finished no longer holds its flow partners back (fio's flow_exit_job): size-based jobs of

@@ -193,14 +193,17 @@ TEST(Controller, KeepAliveEveryHalfKato) {
   o.kato_ms = 20;
   auto ctrl = Controller::connect(o);
   ASSERT_TRUE(ctrl) << ctrl.error().message;
-  auto end = std::chrono::steady_clock::now() + 75ms;
-  while (std::chrono::steady_clock::now() < end) {
+  // Run until five Keep Alives went out (an event: a fixed window would count fewer when this thread is
+  // descheduled on a loaded machine), then check that they came no more often than every KATO/2: the
+  // first is sent after `start`, the fifth at least 4 x 10 ms later, and counted after it was sent.
+  const auto start = std::chrono::steady_clock::now();
+  while (t.keep_alives.load() < 5 && std::chrono::steady_clock::now() - start < 30s) {
     (*ctrl)->service();
     std::this_thread::sleep_for(1ms);
   }
-  EXPECT_GE(t.keep_alives.load(), 4);
-  EXPECT_LE(t.keep_alives.load(), 9);
-  EXPECT_FALSE((*ctrl)->failed());
+  ASSERT_GE(t.keep_alives.load(), 5) << "fewer than 5 Keep Alives in 30 s with a 20 ms KATO";
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 40ms) << "Keep Alive more often than every KATO/2";
+  EXPECT_FALSE((*ctrl)->failed()) << (*ctrl)->failure();
 }
 
 TEST(Controller, UnansweredKeepAliveFailsTheControllerAfterKato) {
@@ -212,7 +215,7 @@ TEST(Controller, UnansweredKeepAliveFailsTheControllerAfterKato) {
   auto ctrl = Controller::connect(o);
   ASSERT_TRUE(ctrl) << ctrl.error().message;
   const auto start = std::chrono::steady_clock::now();
-  while (!(*ctrl)->failed() && std::chrono::steady_clock::now() - start < 5s) {
+  while (!(*ctrl)->failed() && std::chrono::steady_clock::now() - start < 30s) {
     (*ctrl)->service();
     std::this_thread::sleep_for(1ms);
   }

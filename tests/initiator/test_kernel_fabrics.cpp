@@ -138,7 +138,7 @@ class FakeFabricsDevice {
     // The option string carries no newline: it is complete once no more bytes come for a while.
     pollfd p{master_, POLLIN, 0};
     char buf[4096];
-    while (::poll(&p, 1, received_.empty() ? 5000 : 200) > 0) {
+    while (::poll(&p, 1, received_.empty() ? 60000 : 200) > 0) {  // the first bytes: an event, 60 s for a hang
       ssize_t r = ::read(master_, buf, sizeof(buf));
       if (r <= 0) break;
       received_.append(buf, static_cast<std::size_t>(r));
@@ -314,7 +314,7 @@ TEST(KernelFabricsConnect, WritesOptionsReadsReplyAndWaitsForTheNamespaces) {
   });
   if (!dev.usable()) GTEST_SKIP() << "no pseudo-terminals here";
   k.paths.fabrics_device = dev.path();
-  auto c = connect_controller(k.paths, full_params(), std::chrono::milliseconds(5000));
+  auto c = connect_controller(k.paths, full_params(), std::chrono::milliseconds(60000));  // ends when they are there
   ASSERT_TRUE(c) << c.error().message;
   EXPECT_EQ(dev.received(), *build_connect_options(full_params()));
   EXPECT_EQ(c->name, "nvme3");

@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <deque>
@@ -186,6 +187,7 @@ class FakeTargetQueue final : public transport::TargetQueue {
     if (with_data) c.data.assign(req.data, req.data + req.data_length);
     by_cid[req.sqe.hdr.cid.get()] = c;
     completions.push_back(std::move(c));
+    completed_count.fetch_add(1, std::memory_order_release);
   }
   void release(TargetRequest& req) noexcept override { released.push_back(req.sqe.hdr.cid.get()); }
   void close(const char* reason) noexcept override {
@@ -212,6 +214,8 @@ class FakeTargetQueue final : public transport::TargetQueue {
 
   std::vector<Completed> completions;
   std::map<uint16_t, Completed> by_cid;
+  // complete() calls so far: another thread may watch it (the rest belongs to the queue's thread).
+  std::atomic<unsigned> completed_count{0};
   std::vector<uint16_t> released;
   p::Status fetch_status = st::success;
   int fetches = 0;
@@ -334,7 +338,7 @@ class CoreHarness {
     q.submit(sqe, std::move(host_data));
     reactor.run();
     // Backend I/O (file) completes asynchronously: sleep on the backend queues' fds like the real reactor.
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);  // a hang, not a delay
     while (!q.result(sqe.hdr.cid.get()) && reactor.watch_count() != 0 && std::chrono::steady_clock::now() < deadline)
       reactor.wait_watched(std::chrono::milliseconds(100));
     auto r = q.result(sqe.hdr.cid.get());

@@ -52,10 +52,10 @@ struct RdmaFixture {
     if (l) listener = std::move(*l);
   }
   ~RdmaFixture() {
-    EXPECT_TRUE(wait_until([] { return rd::live_rdma_target_queues() == 0; }, 10s))
+    EXPECT_TRUE(wait_until([] { return rd::live_rdma_target_queues() == 0; }, 60s))
         << rd::live_rdma_target_queues() << " queues still alive";
     listener.reset();
-    EXPECT_TRUE(wait_until([] { return rd::live_rdma_reactor_contexts() == 0; }, 10s))
+    EXPECT_TRUE(wait_until([] { return rd::live_rdma_reactor_contexts() == 0; }, 60s))
         << rd::live_rdma_reactor_contexts() << " reactor contexts still alive";
     reactors.stop();
   }
@@ -188,7 +188,7 @@ TEST(RdmaLoopback, SeveralQueuesConcurrentIo) {
       }
     }
     for (unsigned qi = 0; qi < kQueues; ++qi) {
-      auto end = std::chrono::steady_clock::now() + 20s;
+      auto end = std::chrono::steady_clock::now() + 60s;
       while (qs[qi]->outstanding() != 0 && std::chrono::steady_clock::now() < end) {
         ASSERT_GE(qs[qi]->poll(1, 100ms), 0);
       }
@@ -216,7 +216,7 @@ TEST(RdmaLoopback, PoolExhaustionWaitsThenCompletes) {
     prep_rw(ios[i], true, i * 1024, data[i]);
     ASSERT_EQ(q->submit(ios[i].cmd), p::status::success);
   }
-  auto end = std::chrono::steady_clock::now() + 30s;
+  auto end = std::chrono::steady_clock::now() + 60s;
   while (q->outstanding() != 0 && std::chrono::steady_clock::now() < end) ASSERT_GE(q->poll(1, 100ms), 0);
   ASSERT_EQ(q->outstanding(), 0u);
   for (unsigned i = 0; i < kN; ++i) {
@@ -263,11 +263,11 @@ TEST(RdmaLoopback, HostVanishingReleasesHeldRequests) {
     Io io;
     prep_rw(io, true, 0, d);
     ASSERT_EQ(q->submit(io.cmd), p::status::success);
-    ASSERT_TRUE(wait_until([&] { return f.handler.commands.load() == 1; }, 5s));
+    ASSERT_TRUE(wait_until([&] { return f.handler.commands.load() == 1; }, 60s));
     q->close();  // the host goes away with a command held by the core
   }
-  ASSERT_TRUE(wait_until([&] { return f.handler.closed.load() == 1; }, 10s));
-  EXPECT_TRUE(wait_until([] { return rd::live_rdma_target_queues() == 0; }, 10s));
+  ASSERT_TRUE(wait_until([&] { return f.handler.closed.load() == 1; }, 60s));
+  EXPECT_TRUE(wait_until([] { return rd::live_rdma_target_queues() == 0; }, 60s));
   EXPECT_EQ(f.handler.created.load(), 1);
 }
 
@@ -287,7 +287,7 @@ TEST(RdmaLoopback, TargetCloseFailsTheHostQueue) {
   std::vector<uint8_t> d(4096);
   Io io;
   prep_rw(io, false, 0, d);
-  auto end = std::chrono::steady_clock::now() + 10s;
+  auto end = std::chrono::steady_clock::now() + 60s;
   int rc = 0;
   while (std::chrono::steady_clock::now() < end) {
     rc = q->poll(1, 100ms);
@@ -296,7 +296,7 @@ TEST(RdmaLoopback, TargetCloseFailsTheHostQueue) {
   EXPECT_LT(rc, 0) << "the host queue should see the disconnect";
   EXPECT_NE(q->submit(io.cmd), p::status::success);
   q.reset();
-  EXPECT_TRUE(wait_until([&] { return f.handler.closed.load() == 1; }, 10s));
+  EXPECT_TRUE(wait_until([&] { return f.handler.closed.load() == 1; }, 60s));
 }
 
 TEST(RdmaLoopback, IdleConnectionsUseNoCpu) {
@@ -333,11 +333,11 @@ TEST(RdmaLoopback, ConnectDisconnectStormLeaksNothing) {
     q.reset();
   };
   for (unsigned i = 0; i < 10; ++i) cycle(i);  // warm up: reactor contexts, allocator arenas
-  ASSERT_TRUE(wait_until([] { return rd::live_rdma_target_queues() == 0; }, 10s));
+  ASSERT_TRUE(wait_until([] { return rd::live_rdma_target_queues() == 0; }, 60s));
   const unsigned fds0 = count_fds();
   const long rss0 = rss_kib();
   for (unsigned i = 0; i < rounds; ++i) cycle(i);
-  ASSERT_TRUE(wait_until([] { return rd::live_rdma_target_queues() == 0; }, 20s));
+  ASSERT_TRUE(wait_until([] { return rd::live_rdma_target_queues() == 0; }, 60s));
   EXPECT_EQ(rd::live_rdma_host_queues(), 0u);
   const unsigned fds1 = count_fds();
   const long rss1 = rss_kib();

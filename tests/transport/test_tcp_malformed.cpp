@@ -370,10 +370,10 @@ TEST(TcpHostMalformed, ControllerTermReqFailsOutstandingCommands) {
   FakeController fc;
   std::thread ctl([&] {
     int fd = fc.accept_ic();
-    recv_n(fd, 72, 2000ms);  // the read command
+    recv_n(fd, 72);  // the read command
     auto t = pt::build_term_req(pt::PduType::c2h_term_req, pt::Fes::invalid_header_field, 2, 0);
     send_all(fd, &t, sizeof(t));
-    peer_closed(fd, 2000ms);
+    peer_closed(fd);
     ::close(fd);
   });
   auto q = connect_host_queue(fake_options(fc.port));
@@ -383,7 +383,7 @@ TEST(TcpHostMalformed, ControllerTermReqFailsOutstandingCommands) {
   prep_rw(io, false, 0, buf);
   ASSERT_TRUE((*q)->submit(io.cmd).ok());
   int rc = 0;
-  for (int i = 0; i < 50 && rc >= 0; ++i) rc = (*q)->poll(1, 100ms);
+  for (int i = 0; i < 300 && rc >= 0; ++i) rc = (*q)->poll(1, 100ms);  // up to 30 s
   EXPECT_EQ(rc, -ECONNRESET);
   EXPECT_TRUE(io.done);
   EXPECT_EQ(io.cqe.get_status(), p::status::transient_transport_error);
@@ -398,13 +398,13 @@ TEST(TcpHostMalformed, ResponseForUnknownCidGetsH2CTermReq) {
   std::vector<uint8_t> got;
   std::thread ctl([&] {
     int fd = fc.accept_ic();
-    recv_n(fd, 72, 2000ms);
+    recv_n(fd, 72);
     pt::TcpSession s{};
     s.established = true;
     p::Cqe cqe = p::make_cqe(77, 1, 0, p::status::success);  // nobody sent CID 77
     auto r = pt::build_capsule_resp(p::load<pt::CqeBytes>(&cqe), s);
     send_all(fd, &r, sizeof(r));
-    got = recv_n(fd, 24, 2000ms);
+    got = recv_n(fd, 24);
     ::close(fd);
   });
   auto q = connect_host_queue(fake_options(fc.port));
@@ -414,7 +414,7 @@ TEST(TcpHostMalformed, ResponseForUnknownCidGetsH2CTermReq) {
   prep_rw(io, false, 0, buf);
   ASSERT_TRUE((*q)->submit(io.cmd).ok());
   int rc = 0;
-  for (int i = 0; i < 50 && rc >= 0; ++i) rc = (*q)->poll(1, 100ms);
+  for (int i = 0; i < 300 && rc >= 0; ++i) rc = (*q)->poll(1, 100ms);  // up to 30 s
   EXPECT_EQ(rc, -EPROTO);
   EXPECT_EQ(io.cqe.get_status(), p::status::transient_transport_error);
   ctl.join();
@@ -429,13 +429,13 @@ TEST(TcpHostMalformed, R2TBeyondTheCommandIsRejected) {
   FakeController fc;
   std::thread ctl([&] {
     int fd = fc.accept_ic();
-    auto cmd = recv_n(fd, 72, 2000ms);
+    auto cmd = recv_n(fd, 72);
     pt::TcpSession s{};
     s.established = true;
     uint16_t cid = p::load<p::Sqe>(cmd.data() + 8).hdr.cid.get();
     auto r = pt::build_r2t(cid, 0, 0, 8192, s);  // the write is 4096 bytes
     send_all(fd, &r, sizeof(r));
-    peer_closed(fd, 2000ms);
+    peer_closed(fd);
     ::close(fd);
   });
   auto q = connect_host_queue(fake_options(fc.port));
@@ -445,7 +445,7 @@ TEST(TcpHostMalformed, R2TBeyondTheCommandIsRejected) {
   prep_rw(io, true, 0, data);
   ASSERT_TRUE((*q)->submit(io.cmd).ok());
   int rc = 0;
-  for (int i = 0; i < 50 && rc >= 0; ++i) rc = (*q)->poll(1, 100ms);
+  for (int i = 0; i < 300 && rc >= 0; ++i) rc = (*q)->poll(1, 100ms);  // up to 30 s
   EXPECT_EQ(rc, -EPROTO);
   EXPECT_TRUE(io.done);
   q->reset();
