@@ -294,8 +294,10 @@ log_level: warn
             limit = 180 + args.cap  # no job runs past the cap; a runner still going after that is stuck
             try:
                 pin = ["taskset", "-c", args.client_cpu] if args.client_cpu else []
+                # --kato 30, the engine's default (the bench's is 5 s): no lost controller when a loaded machine
+                # deschedules the bench or the target for a few seconds.
                 ojs, odt, onotes = run_json(pin + [rdmablk, "bench", ours_file, "-a", "127.0.0.1", "-s", str(port), "-n", NQN,
-                                             "--output-format=json"], f"{name}: rdmablk bench", limit, work)
+                                             "--kato", "30", "--output-format=json"], f"{name}: rdmablk bench", limit, work)
                 # fio 3.33's io_submit_mode=offload hangs at start-up (workqueue_init) when all its submit
                 # threads share one CPU, with its own null engine too: offload jobs run fio unpinned.
                 fio_pin = [] if re.search(r"^\s*io_submit_mode\s*=\s*offload", text, re.M) else pin

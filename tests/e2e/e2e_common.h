@@ -52,17 +52,19 @@ inline std::unique_ptr<rdmablk::initiator::IoQueue> io_queue_or_fail(rdmablk::in
   return q ? std::move(*q) : nullptr;
 }
 
-// `rdmablk bench JOB -t tcp -a 127.0.0.1 -s PORT -n NQN -q HOST --hostid ID --output-format=json`
+// `rdmablk bench JOB -t tcp -a 127.0.0.1 -s PORT -n NQN -q HOST --hostid ID --kato 30 --output-format=json`
+// KATO 30 s (the bench's default is 5): its Keep Alive every 15 s, so that neither the bench nor the target's
+// reactor descheduled for a few seconds on a loaded machine costs the bench its controller.
 inline std::vector<std::string> bench_argv(const TargetProcess& t, const std::string& job_path,
                                            const std::string& hostnqn = kHostA) {
   return {RDMABLK_CLI_BINARY, "bench", job_path, "-t", "tcp", "-a", "127.0.0.1", "-s",
           std::to_string(t.io_port()), "-n", kSubnqn, "-q", hostnqn, "--hostid",
-          rdmablk::initiator::format_uuid(host_identity(hostnqn).hostid), "--output-format=json"};
+          rdmablk::initiator::format_uuid(host_identity(hostnqn).hostid), "--kato", "30", "--output-format=json"};
 }
 
 // Runs a bench job and parses its JSON; fails the test (with everything printed) on a bad exit or output.
 inline nlohmann::json run_bench_json(const TargetProcess& t, const std::string& name, const std::string& job_text,
-                                     std::chrono::milliseconds timeout = 30s) {
+                                     std::chrono::milliseconds timeout = 120s) {
   const auto job_path = t.dir() / (name + ".fio");
   write_file(job_path, job_text);
   auto r = run_process(bench_argv(t, job_path.string()), t.dir(), timeout);

@@ -402,8 +402,8 @@ rdmablk::initiator::ControllerOptions controller_options(uint16_t port, const st
   o.host = host_identity(hostnqn);
   o.kato_ms = kato_ms;
   o.io_queues = io_queues;
-  o.command_timeout = 5s;
-  o.connect_timeout = 3s;
+  o.command_timeout = 30s;
+  o.connect_timeout = 30s;
   o.connector = &rdmablk::transport::connect_host_queue;
   return o;
 }

@@ -178,7 +178,7 @@ TEST(TcpE2e, SeveralQueuesOnOneControllerInterleaved) {
   constexpr uint16_t kQueues = 4;
   constexpr unsigned kPerQueue = 16;
   constexpr uint32_t kIo = 16384 + 4096;  // above the in-capsule limit: R2T on every write
-  auto ctrl = connect_or_fail(controller_options(t.io_port(), kSubnqn, kHostA, 30'000, kQueues), t);
+  auto ctrl = connect_or_fail(controller_options(t.io_port(), kSubnqn, kHostA, 120'000, kQueues), t);
   ASSERT_TRUE(ctrl);
   ASSERT_EQ(ctrl->granted_io_queues(), kQueues);
   std::vector<std::unique_ptr<IoQueue>> queues;
@@ -210,12 +210,12 @@ TEST(TcpE2e, SeveralQueuesOnOneControllerInterleaved) {
                       : q.submit_read(op.cmd, 1, slba, kIo / 512, op.data);
       ASSERT_TRUE(st.ok()) << "submit " << i << ": " << rdmablk::initiator::describe_status(st);
     }
-    auto deadline = std::chrono::steady_clock::now() + 10s;
+    auto deadline = std::chrono::steady_clock::now() + 60s;
     auto all_done = [&] { return std::all_of(ops.begin(), ops.end(), [](const Op& o) { return o.done; }); };
     while (!all_done() && std::chrono::steady_clock::now() < deadline) {
       for (auto& q : queues) ASSERT_GE(q->poll(0, 1ms), 0);
     }
-    ASSERT_TRUE(all_done()) << "commands still outstanding after 10 s";
+    ASSERT_TRUE(all_done()) << "commands still outstanding after 60 s";
     for (unsigned i = 0; i < ops.size(); ++i) {
       EXPECT_TRUE(ops[i].status.ok()) << (write ? "write " : "read ") << i << ": "
                                       << rdmablk::initiator::describe_status(ops[i].status);
@@ -311,7 +311,7 @@ TEST(TcpE2e, BenchVerifyDetectsWrongData) {
   ASSERT_TRUE(t.start(config_with_namespaces(kRamNamespace)));
   const auto job_path = t.dir() / "bad-verify.fio";
   write_file(job_path, "[check]\nnamespace=1\nrw=read\nbs=4k\nsize=64k\nverify=crc32c\n");
-  auto r = run_process(bench_argv(t, job_path.string()), t.dir(), 20s);
+  auto r = run_process(bench_argv(t, job_path.string()), t.dir(), 120s);
   ASSERT_FALSE(r.timed_out);
   EXPECT_EQ(r.exit_status, 1) << r.out << r.err;
   auto j = nlohmann::json::parse(r.out, nullptr, false);
@@ -349,7 +349,7 @@ TEST(TcpE2e, DisconnectAndReconnectKeepsData) {
     ASSERT_TRUE(s) << s.error().message;
   }
   // The target notices the host going away.
-  EXPECT_TRUE(t.wait_for_log("admin queue closed", 3s)) << t.log();
+  EXPECT_TRUE(t.wait_for_log("admin queue closed")) << t.log();
 
   for (int round = 0; round < 2; ++round) {
     auto ctrl = connect_or_fail(controller_options(t.io_port(), kSubnqn), t);
