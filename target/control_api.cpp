@@ -3,7 +3,9 @@
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <ctime>
+#include <optional>
 
 #include "protocol/status.h"
 
@@ -35,6 +37,13 @@ json fail(const std::string& message) { return json{{"ok", false}, {"error", mes
 // One reply line. Strings in it may hold bytes that are not UTF-8 (a host NQN from a peer's Connect data,
 // a path, a parse error quoting the request): replaced, where a plain dump() would throw.
 std::string to_line(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+// A numeric request field: an integer within [0, max], else nullopt. (json::get<uint16_t>() would cast a
+// float such as 1e300 -- undefined behaviour -- and wrap 70000 or -1 to another controller's id.)
+std::optional<uint64_t> integer_field(const json& v, uint64_t max) {
+  if (v.is_number_unsigned() && v.get<uint64_t>() <= max) return v.get<uint64_t>();
+  return std::nullopt;  // nlohmann parses every non-negative integer as unsigned: the rest is negative or not one
+}
 
 }  // namespace
 
@@ -200,18 +209,28 @@ std::string handle_control_request(const ControlHooks& hooks, const std::string&
     } else if (cmd == "stats") {
       StatsFilter f;
       if (auto it = req.find("subsystem"); it != req.end()) f.subsystem = it->get<std::string>();
-      if (auto it = req.find("nsid"); it != req.end()) f.nsid = it->get<uint32_t>();
-      if (auto it = req.find("cntlid"); it != req.end()) f.cntlid = it->get<uint16_t>();
+      if (auto it = req.find("nsid"); it != req.end()) {
+        const auto v = integer_field(*it, UINT32_MAX);
+        if (!v) return to_line(fail("\"nsid\" must be an integer 0..4294967295"));
+        f.nsid = static_cast<uint32_t>(*v);
+      }
+      if (auto it = req.find("cntlid"); it != req.end()) {
+        const auto v = integer_field(*it, UINT16_MAX);
+        if (!v) return to_line(fail("\"cntlid\" must be an integer 0..65535"));
+        f.cntlid = static_cast<int>(*v);
+      }
       reply = ok(stats_json(hooks.status(), f));
     } else if (cmd == "disconnect") {
       const auto host = req.find("host");
       const auto cntlid = req.find("cntlid");
       if ((host == req.end()) == (cntlid == req.end()))
         return to_line(fail("disconnect takes either \"host\" (a host NQN) or \"cntlid\""));
+      const auto id = cntlid != req.end() ? integer_field(*cntlid, UINT16_MAX) : std::optional<uint64_t>(0);
+      if (!id) return to_line(fail("\"cntlid\" must be an integer 0..65535"));
       unsigned n = host != req.end() ? hooks.disconnect_host(host->get<std::string>())
-                                     : hooks.disconnect_controller(cntlid->get<uint16_t>());
+                                     : hooks.disconnect_controller(static_cast<uint16_t>(*id));
       if (n == 0) return to_line(fail(host != req.end() ? "no controller of host " + host->get<std::string>()
-                                                        : "no controller " + std::to_string(cntlid->get<uint16_t>())));
+                                                        : "no controller " + std::to_string(*id)));
       reply = ok(json{{"disconnected", n}});
     } else if (cmd == "reload") {
       auto r = hooks.reload();
