@@ -99,6 +99,7 @@ struct HostParser final : PduReceiver::Handler {
   std::size_t parsed = 0;
   uint32_t maxh2cdata = 0;
   uint32_t max_c2h = 0;
+  const pt::TcpSession* target_session = nullptr;
   bool term = false;
 
   void on_pdu(PduReceiver& r) noexcept override {
@@ -107,7 +108,9 @@ struct HostParser final : PduReceiver::Handler {
     switch (info.type) {
       case pt::PduType::ic_resp: {
         const auto icresp = p::load<pt::IcRespPdu>(r.header().data());
+        // The host's ICReq is in the input; what the target took from it (HPDA) is in its session.
         pt::IcReqParams params;
+        params.hpda = target_session->hpda;
         params.hdgst = (icresp.dgst & pt::kDigestHeader) != 0;
         params.ddgst = (icresp.dgst & pt::kDigestData) != 0;
         auto s = pt::host_session(pt::build_icreq(params), icresp);
@@ -305,6 +308,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   host.maxh2cdata = opts.maxh2cdata;
   host.max_c2h = std::max<uint32_t>(opts.max_c2h_data, 4096);
   auto q = std::make_unique<TcpTargetQueue>(sock, pool(), core, opts, tr::TransportAddress{}, "fuzz:1");
+  host.target_session = &q->session();
   q->start();
   FUZZ_CHECK(core.created == 1);
 
