@@ -55,7 +55,8 @@ HostId random_uuid() {
 // Stable per machine: systemd's HMAC of the machine id with our application id, so the machine id itself
 // never leaves the host.
 std::optional<HostId> machine_uuid() {
-  constexpr sd_id128_t kApp = SD_ID128_MAKE(5c, 0a, 7d, 2e, 91, 3b, 4f, 6a, 8e, 17, c4, 52, 09, d3, e8, 71);
+  // SD_ID128_ARRAY, not SD_ID128_MAKE: the latter is a C compound literal, which clang refuses in C++.
+  constexpr sd_id128_t kApp = SD_ID128_ARRAY(5c, 0a, 7d, 2e, 91, 3b, 4f, 6a, 8e, 17, c4, 52, 09, d3, e8, 71);
   sd_id128_t out;
   if (sd_id128_get_machine_app_specific(kApp, &out) < 0) return std::nullopt;
   HostId id{};
