@@ -14,7 +14,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const fs::path kSourceDir = fs::path(__FILE__).parent_path().parent_path().parent_path();
+const fs::path kSourceDir = RDMABLK_SOURCE_DIR;  // tests/CMakeLists.txt (not __FILE__: ccache may make it relative)
 const std::string kAwkward = "mix <&> \"it's\"";
 
 std::vector<IntervalSample> timeline(uint64_t intervals, uint64_t read_ios, uint64_t write_ios, uint64_t bs) {

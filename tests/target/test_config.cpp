@@ -17,7 +17,7 @@ using namespace rdmablk::target;
 namespace fs = std::filesystem;
 
 // tests/target/test_config.cpp -> the source tree's root.
-const fs::path kSourceDir = fs::path(__FILE__).parent_path().parent_path().parent_path();
+const fs::path kSourceDir = RDMABLK_SOURCE_DIR;  // tests/CMakeLists.txt (not __FILE__: ccache may make it relative)
 
 // Test YAML is written from column 1 after a leading newline, so that line 1 is the first line shown.
 std::string yaml(std::string_view text) {
