@@ -405,9 +405,11 @@ void Daemon::stop() {
                    s.options.drain_timeout.count());
     }
   }
-  // RDMA verbs objects (PD, CQ, MR) live on their reactors and are freed there.
+  // RDMA verbs objects (PD, CQ, MR) live on their reactors and are freed there, and so are the TCP listeners'
+  // acceptors once their cancelled accept completes (stopping the reactors first leaked them: LeakSanitizer).
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
-  while (transport::rdma::live_rdma_reactor_contexts() > 0 && std::chrono::steady_clock::now() < deadline) {
+  while ((transport::rdma::live_rdma_reactor_contexts() > 0 || transport::tcp::live_tcp_acceptors() > 0) &&
+         std::chrono::steady_clock::now() < deadline) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   s.control.reset();

@@ -28,6 +28,7 @@ namespace pt = rdmablk::protocol::tcp;
 namespace {
 
 std::atomic<unsigned> g_live_connections{0};
+std::atomic<unsigned> g_live_acceptors{0};
 
 // A connection on its reactor: the socket driven by the reactor's io_uring (RECVMSG / SENDMSG), under the
 // TcpTargetQueue state machine. Deleted (by a posted task) when the queue is finished.
@@ -126,6 +127,7 @@ class TcpTargetConnection final : private TcpQueueIo {
 }  // namespace
 
 unsigned live_tcp_target_connections() noexcept { return g_live_connections.load(std::memory_order_relaxed); }
+unsigned live_tcp_acceptors() noexcept { return g_live_acceptors.load(std::memory_order_relaxed); }
 
 // ---- listener ---------------------------------------------------------------------------------------
 
@@ -147,6 +149,11 @@ struct TcpListener::Acceptor {
   bool armed = false;
   bool stopping = false;
   std::size_t next = 0;
+
+  Acceptor() { g_live_acceptors.fetch_add(1, std::memory_order_relaxed); }
+  ~Acceptor() { g_live_acceptors.fetch_sub(1, std::memory_order_relaxed); }
+  Acceptor(const Acceptor&) = delete;
+  Acceptor& operator=(const Acceptor&) = delete;
 
   Reactor& home() const noexcept { return *reactors[0].reactor; }
 

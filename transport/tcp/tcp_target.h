@@ -51,5 +51,8 @@ class TcpListener {
 
 // Connections currently alive in this process (tests use it to wait for teardown).
 unsigned live_tcp_target_connections() noexcept;
+// Listener acceptors not yet freed: TcpListener::stop() frees its acceptor on its reactor once the cancelled
+// accept has completed, so a reactor must keep running until this is 0 (else the acceptor leaks).
+unsigned live_tcp_acceptors() noexcept;
 
 }  // namespace rdmablk::transport::tcp
