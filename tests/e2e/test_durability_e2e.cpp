@@ -733,7 +733,8 @@ TEST_P(Durability, SigkillMidStreamLosesNoAcknowledgedWrite) {
   bool reached = false;
   {
     std::unique_lock lock(shared.mu);
-    reached = shared.cv.wait_until(lock, started + kStreamLimit, [&] {
+    // The kill point, a writer that stopped early (its error is reported below), or the limit.
+    shared.cv.wait_until(lock, started + kStreamLimit, [&] {
       return shared.acks.load() >= shared.kill_after || shared.writers_done > 0;
     });
     reached = shared.acks.load() >= shared.kill_after;
@@ -746,7 +747,7 @@ TEST_P(Durability, SigkillMidStreamLosesNoAcknowledgedWrite) {
   for (auto& th : threads) th.join();
   const long syncs = tracing ? trace.count() : 0;
   trace.stop();
-  queues.clear();  // their threads are gone; every command on them has completed
+  queues.clear();  // their threads are gone and every command on them has completed (runs no longer use them)
   ctrls.clear();
   for (const auto& r : runs)
     for (const auto& e : r->errors()) ADD_FAILURE() << e;
