@@ -148,6 +148,7 @@ struct TcpListener::Acceptor {
   bool seen_success = false;
   bool armed = false;
   bool stopping = false;
+  uint64_t retry_timer = 0;  // a re-arm after EMFILE/ENFILE/ENOMEM is pending: stop cancels it
   std::size_t next = 0;
 
   Acceptor() { g_live_acceptors.fetch_add(1, std::memory_order_relaxed); }
@@ -195,8 +196,17 @@ struct TcpListener::Acceptor {
       return;
     }
     if (res == -EMFILE || res == -ENFILE || res == -ENOMEM) {
-      home().schedule(std::chrono::milliseconds(100), [this] { arm(); });
-      return;
+      // Out of descriptors or memory: try again in a while instead of spinning on the error. The timer
+      // holds `this`, so stop_on_reactor() cancels it before the acceptor is deleted.
+      try {
+        retry_timer = home().schedule(std::chrono::milliseconds(100), [this] {
+          retry_timer = 0;
+          arm();
+        });
+        return;
+      } catch (...) {
+        retry_timer = 0;  // cannot even allocate the timer: re-arm at once
+      }
     }
     arm();
   }
@@ -249,6 +259,10 @@ struct TcpListener::Acceptor {
 
   void stop_on_reactor() noexcept {
     stopping = true;
+    if (retry_timer != 0) {
+      home().cancel(retry_timer);
+      retry_timer = 0;
+    }
     if (!armed) {
       ::close(fd);
       delete this;
