@@ -4,11 +4,11 @@
 //  - the spec's / nvme-cli's example secret "DHHC-1:00:ia6zGodOr4SEG0Zzaw398rpY0wqipUWj4jWjUh4HWUz6aQ2n:"
 //    (nvme-cli Documentation/nvme-gen-dhchap-key.txt, also quoted in the kernel's commit allowing any
 //    transform hash with any key size);
+//  - representations printed by nvme-cli 2.3 gen-dhchap-key (see AgreesWithNvmeCli);
 //  - the other representations and every expected HMAC were computed with python3 (base64, zlib.crc32,
 //    struct.pack('<I'), hmac.new(key, msg, hashlib.sha256/384/512)); the exact expressions are in the
 //    comments next to the values.
 #include <gtest/gtest.h>
-
 
 #include <cstdint>
 #include <set>
@@ -208,6 +208,41 @@ TEST(DhchapKeyTransform, KnownAnswers) {
     auto t = k->transformed(kHostNqn);
     ASSERT_TRUE(t) << t.error().message;
     EXPECT_EQ(to_vector(t->view()), from_hex(want)) << "XX 0" << xx;
+  }
+}
+
+// Printed by nvme-cli 2.3 (Debian 12's nvme-cli 2.4+really2.3-3), `nvme gen-dhchap-key`:
+//   --secret=000102...1f --hmac=0 --key-length=32                   -> kNvmeCliCounting
+//   --secret=<the spec key's hex> --hmac=1 --key-length=32 --nqn=<kHostNqn>
+//                                         -> kNvmeCliTransformed (nvme-cli 2.x stores the transformed key)
+//   --hmac=2 --key-length=48 --nqn=nqn.test:x, and --key-length=64: random keys, parsed and re-formatted.
+constexpr std::string_view kNvmeCliCounting = "DHHC-1:00:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh+KfiaR:";
+constexpr std::string_view kNvmeCliTransformed = "DHHC-1:01:vBBUAogsjdog1P2vy+EXaWW5defFAkqEd/nQplhMaAwgubyf:";
+constexpr std::string_view kNvmeCli48 =
+    "DHHC-1:02:Z+MN+sic5XWOtgJPe95urUOHZxC2aXGFltj9jcgOILM3sPJZBIBDgcjTNgdtShQgSK2UUQ==:";
+constexpr std::string_view kNvmeCli64 =
+    "DHHC-1:00:iGVJVNG+u/App0+yioN/FjXYMjbd6dmqLzaghuo5bpBaRAnKHfoxbMYEuE4/zL+EdAUcHY8aMk8vLYBt9KuArMEXLis=:";
+
+TEST(DhchapKey, AgreesWithNvmeCli) {
+  auto counting_key = DhchapKey::from_secret(counting(32), KeyTransform::none);
+  ASSERT_TRUE(counting_key);
+  EXPECT_EQ(counting_key->format(), kNvmeCliCounting);
+
+  // nvme-cli's transformed key is our SHA-256 transform of the spec key with the same NQN.
+  std::string spec(kSpecKey);
+  spec[8] = '1';
+  auto key = DhchapKey::parse(spec);
+  ASSERT_TRUE(key);
+  auto ours = key->transformed(kHostNqn);
+  ASSERT_TRUE(ours);
+  auto theirs = DhchapKey::parse(kNvmeCliTransformed);
+  ASSERT_TRUE(theirs) << theirs.error().message;
+  EXPECT_EQ(to_vector(theirs->secret()), to_vector(ours->view()));
+
+  for (auto text : {kNvmeCli48, kNvmeCli64}) {
+    auto k = DhchapKey::parse(text);
+    ASSERT_TRUE(k) << k.error().message;
+    EXPECT_EQ(k->format(), text);
   }
 }
 
