@@ -263,6 +263,24 @@ AuthResult<Failure> decode_failure(std::span<const uint8_t> in) noexcept {
   return Failure{static_cast<MessageId>(m.auth_id), m.t_id.get(), m.rescode, m.rescode_exp};
 }
 
+AuthResult<HashId> select_hash(const Negotiate& negotiate, std::span<const HashId> preference) noexcept {
+  for (HashId id : preference) {
+    if (is_known_hash(static_cast<uint8_t>(id)) && negotiate.offers(id)) return id;
+  }
+  return auth_reject(FailureExplanation::hash_unusable,
+                     sizeof(NegotiateHeader) + offsetof(ProtocolDescriptor, hash_ids),
+                     "no hash function both sides allow");
+}
+
+AuthResult<DhGroupId> select_dh_group(const Negotiate& negotiate, std::span<const DhGroupId> preference) noexcept {
+  for (DhGroupId id : preference) {
+    if (is_known_dh_group(static_cast<uint8_t>(id)) && negotiate.offers(id)) return id;
+  }
+  return auth_reject(FailureExplanation::dhgroup_unusable,
+                     sizeof(NegotiateHeader) + offsetof(ProtocolDescriptor, dh_group_ids),
+                     "no DH group both sides allow");
+}
+
 AuthResult<std::size_t> encode_negotiate(std::span<uint8_t> out, uint16_t t_id, SecureChannel sc_c,
                                          std::span<const HashId> hashes,
                                          std::span<const DhGroupId> dh_groups) noexcept {

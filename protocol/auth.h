@@ -496,6 +496,11 @@ AuthResult<Success2> decode_success2(std::span<const uint8_t> in) noexcept;
 // DH-HMAC-CHAP message.
 AuthResult<Failure> decode_failure(std::span<const uint8_t> in) noexcept;
 
+// Controller side choice from an AUTH_Negotiate: the first entry of `preference` (the controller's
+// allowed list, best first) that the host offers; none -> hash_unusable / dhgroup_unusable.
+AuthResult<HashId> select_hash(const Negotiate& negotiate, std::span<const HashId> preference) noexcept;
+AuthResult<DhGroupId> select_dh_group(const Negotiate& negotiate, std::span<const DhGroupId> preference) noexcept;
+
 // ---------------------------------------------------------------------------------------------------------
 // Encoders: write one message at the start of `out` and return its size. A buffer too small, or lists /
 // values of sizes the format cannot carry, -> incorrect_payload (as the kernel answers when its buffer is

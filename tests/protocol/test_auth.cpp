@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <random>
 #include <vector>
 
 #include "protocol/auth.h"
@@ -241,6 +242,38 @@ TEST(AuthNegotiate, EncoderRefusesTooMuch) {
   auto r = encode_negotiate(small, 0, SecureChannel::none, {}, {});
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().explanation, FailureExplanation::incorrect_payload);
+}
+
+TEST(AuthNegotiate, SelectsTheControllersFirstAllowedChoice) {
+  const auto n = decode_negotiate(kernel_negotiate(1));
+  ASSERT_TRUE(n);
+  const HashId prefer_sha512[] = {HashId::sha512, HashId::sha256};
+  auto h = select_hash(*n, prefer_sha512);
+  ASSERT_TRUE(h);
+  EXPECT_EQ(*h, HashId::sha512);
+  const DhGroupId prefer_groups[] = {DhGroupId::ffdhe4096, DhGroupId::null};
+  auto g = select_dh_group(*n, prefer_groups);
+  ASSERT_TRUE(g);
+  EXPECT_EQ(*g, DhGroupId::ffdhe4096);
+
+  // A host offering only SHA-256 and the null group, a controller allowing SHA-512 and ffdhe groups only.
+  const HashId host_hashes[] = {HashId::sha256};
+  const DhGroupId host_groups[] = {DhGroupId::null};
+  std::vector<uint8_t> m(72);
+  ASSERT_TRUE(encode_negotiate(m, 1, SecureChannel::none, host_hashes, host_groups));
+  const auto narrow = decode_negotiate(m);
+  ASSERT_TRUE(narrow);
+  const HashId only_sha512[] = {HashId::sha512};
+  auto no_hash = select_hash(*narrow, only_sha512);
+  ASSERT_FALSE(no_hash);
+  EXPECT_EQ(no_hash.error().explanation, FailureExplanation::hash_unusable);
+  const DhGroupId only_ffdhe[] = {DhGroupId::ffdhe2048, DhGroupId::ffdhe8192};
+  auto no_group = select_dh_group(*narrow, only_ffdhe);
+  ASSERT_FALSE(no_group);
+  EXPECT_EQ(no_group.error().explanation, FailureExplanation::dhgroup_unusable);
+  // An empty host list offers nothing.
+  ASSERT_TRUE(encode_negotiate(m, 1, SecureChannel::none, {}, {}));
+  EXPECT_FALSE(select_hash(*decode_negotiate(m), prefer_sha512));
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -488,6 +521,40 @@ TEST(AuthFailure, RoundTripBothDirections) {
   out[1] = 0x03;  // Success1 is not a failure
   EXPECT_FALSE(decode_failure(out));
   EXPECT_FALSE(encode_failure(out, MessageId::reply, 1, FailureExplanation::failed));
+}
+
+// Random bytes (and random valid-looking headers) never crash a decoder, and every span a decoder returns
+// lies inside the input.
+TEST(AuthDecoders, SurviveArbitraryBytes) {
+  std::mt19937 rng(12);
+  std::vector<uint8_t> buf(2048);
+  auto inside = [&](std::span<const uint8_t> s, std::size_t n) {
+    return s.empty() || (s.data() >= buf.data() && s.data() + s.size() <= buf.data() + n);
+  };
+  for (int iter = 0; iter < 20000; ++iter) {
+    const std::size_t n = rng() % buf.size();
+    for (auto& b : buf) b = static_cast<uint8_t>(rng());
+    if (n >= 2 && iter % 2 == 0) {  // make the header plausible half the time
+      buf[0] = static_cast<uint8_t>(rng() % 2);
+      const uint8_t ids[] = {0x00, 0x01, 0x02, 0x03, 0x04, 0xF0, 0xF1};
+      buf[1] = ids[rng() % 7];
+      if (n >= 8) buf[6] = static_cast<uint8_t>(32 + 16 * (rng() % 3));  // a plausible HL
+    }
+    const std::span<const uint8_t> in(buf.data(), n);
+    (void)decode_header(in);
+    (void)decode_negotiate(in);
+    if (auto c = decode_challenge(in)) {
+      ASSERT_TRUE(inside(c->challenge, n) && inside(c->dh_value, n));
+    }
+    if (auto r = decode_reply(in)) {
+      ASSERT_TRUE(inside(r->response, n) && inside(r->challenge, n) && inside(r->dh_value, n));
+    }
+    if (auto s = decode_success1(in)) {
+      ASSERT_TRUE(inside(s->response, n));
+    }
+    (void)decode_success2(in);
+    (void)decode_failure(in);
+  }
 }
 
 TEST(AuthHeader, PeeksTypeIdAndTransaction) {
