@@ -220,7 +220,9 @@ Result<std::string> format_psk_interchange(const ConfiguredPsk& psk) {
   out += "0";
   out += static_cast<char>('0' + static_cast<int>(psk.hash));
   out += ':';
-  out += base64_encode(raw.bytes());
+  std::string b64 = base64_encode(raw.bytes());
+  out += b64;
+  OPENSSL_cleanse(b64.data(), b64.size());
   out += ':';
   return out;
 }

@@ -5,6 +5,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/bio.h>
+#include <openssl/crypto.h>
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/ssl.h>
@@ -342,7 +343,9 @@ int TlsSession::on_find_session(const unsigned char* identity, std::size_t len, 
     // The identity only says who; the binder proves the key. A version 1 digest that differs already
     // tells that the host's key is another one: use our key anyway so that the binder fails and the host
     // gets decrypt_error, the alert for a wrong PSK.
-    lookup_ = expected->identity == text ? Lookup::found : Lookup::digest_mismatch;
+    const bool same = expected->identity.size() == len &&
+                      CRYPTO_memcmp(expected->identity.data(), identity, len) == 0;
+    lookup_ = same ? Lookup::found : Lookup::digest_mismatch;
     SSL_SESSION* s = make_psk_session(ssl_, expected->hash, expected->key);
     if (s == nullptr) return 0;
     identity_ = std::string(text);

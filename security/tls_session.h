@@ -65,7 +65,8 @@ struct TlsError {
 };
 
 // Server: the key for an offered identity. Called during handshake() on the session's thread, so it must
-// be quick (an in-memory lookup). Return nullopt to refuse the host.
+// be quick (an in-memory lookup), and thread-safe when sessions of one context run on several reactors.
+// Return nullopt to refuse the host. Only type R (retained PSK) identities reach it.
 using TlsPskLookup = std::function<std::optional<ConfiguredPsk>(const PskIdentity& identity)>;
 
 struct TlsServerConfig {

@@ -3,10 +3,13 @@
 // by sealing and opening records with OpenSSL's AES-GCM directly, the way RFC 8446 5.2-5.3 says), and kTLS
 // itself where the kernel has the tls ULP.
 //
-// kTLS: this development kernel has no tls ULP, so TlsKtls.* skip and say so. The qemu guest (Debian's
-// kernel, tests/ VM lab) has it (modprobe tls, or it autoloads): run
-//   build/tests/rdmablk_security_tests --gtest_filter='TlsKtls.*'
-// there.
+// kTLS: this development kernel has no tls ULP, so TlsKtls.HandOverToTheKernelBothWays skips and says so.
+// The VM lab guest (Debian's kernel) has it. A script for tests/vm/run-guest such as
+//   #!/bin/bash
+//   ip link set lo up; modprobe tls
+//   /lab/bin/rdmablk_security_tests --gtest_filter='Tls*'
+// run as `VM_SMP=1 tests/vm/run-guest that-script build/tests/rdmablk_security_tests` passed every Tls*
+// test there (the hand-off both ways, at sequence 0 and after userspace records, AES-128 and AES-256).
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -715,43 +718,76 @@ void handshake_over(int cfd, int sfd, TlsSession& c, TlsSession& s) {
   ASSERT_TRUE(c.handshake_done() && s.handshake_done());
 }
 
+// One userspace record from `from` to `to` over their sockets, read exactly (nothing past it).
+void userspace_record(TlsSession& from, int from_fd, TlsSession& to, int to_fd, const Bytes& data) {
+  ASSERT_EQ(from.encrypt(data), TlsIo::ok);
+  const Bytes wire = drain(from);
+  ASSERT_EQ(write(from_fd, wire.data(), wire.size()), static_cast<ssize_t>(wire.size()));
+  Bytes in(wire.size());
+  ASSERT_TRUE(read_exact(to_fd, in.data(), in.size()));
+  to.feed(in);
+  Bytes buf(data.size() + 1);
+  TlsRead r = to.decrypt(buf);
+  ASSERT_EQ(r.status, TlsIo::ok) << to.error().message;
+  EXPECT_EQ(Bytes(buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(r.bytes)), data);
+}
+
 TEST(TlsKtls, HandOverToTheKernelBothWays) {
   const KtlsSupport& k = probe_ktls();
   if (!k.available) GTEST_SKIP() << "kTLS unavailable here: " << k.reason << " (run TlsKtls.* in the VM lab guest)";
-  for (PskHash hash : {PskHash::sha256, PskHash::sha384}) {
+  struct Case {
+    PskHash hash;
+    bool server_goes_ktls;  // the other side stays on userspace records: each checks the other
+    int records_before;     // userspace records each way before the hand-off (sequence numbers > 0)
+  } cases[] = {{PskHash::sha256, true, 0}, {PskHash::sha384, true, 0}, {PskHash::sha256, false, 0},
+               {PskHash::sha384, false, 3}, {PskHash::sha256, true, 2}};
+  for (const auto& t : cases) {
+    SCOPED_TRACE(testing::Message() << "hash " << int(t.hash) << " server " << t.server_goes_ktls << " before "
+                                    << t.records_before);
     auto [cfd, sfd] = tcp_pair();
     Server server;
-    const ConfiguredPsk key = new_key(hash);
+    const ConfiguredPsk key = new_key(t.hash);
     server.keys[{kHost, kSubsys}] = key;
     auto c = client_session(key);
     auto s = server.session();
     handshake_over(cfd, sfd, *c, *s);
-    // The server goes to kTLS; the client stays in userspace: each checks the other's records.
-    auto enabled = s->enable_ktls(sfd);
+    for (int i = 0; i < t.records_before; ++i) {
+      userspace_record(*c, cfd, *s, sfd, random_bytes(100 + i));
+      userspace_record(*s, sfd, *c, cfd, random_bytes(200 + i));
+    }
+    TlsSession& kernel_side = t.server_goes_ktls ? *s : *c;
+    TlsSession& user_side = t.server_goes_ktls ? *c : *s;
+    const int kfd = t.server_goes_ktls ? sfd : cfd;
+    const int ufd = t.server_goes_ktls ? cfd : sfd;
+    auto enabled = kernel_side.enable_ktls(kfd);
     ASSERT_TRUE(enabled) << enabled.error().message;
-    EXPECT_TRUE(s->ktls_enabled());
+    EXPECT_TRUE(kernel_side.ktls_enabled());
+    EXPECT_EQ(kernel_side.encrypt(Bytes{1}), TlsIo::failed);  // records are the kernel's now
+    // userspace -> kernel: plain recv on the kTLS socket.
     const Bytes a = random_bytes(20000);
-    ASSERT_EQ(c->encrypt(a), TlsIo::ok);
-    ASSERT_TRUE(pump_fd(cfd, *c));
+    ASSERT_EQ(user_side.encrypt(a), TlsIo::ok);
+    ASSERT_TRUE(pump_fd(ufd, user_side));
     Bytes got(a.size());
-    ASSERT_TRUE(read_exact(sfd, got.data(), got.size()));  // plain recv on the kTLS socket
+    ASSERT_TRUE(read_exact(kfd, got.data(), got.size()));
     EXPECT_EQ(got, a);
+    // kernel -> userspace: plain send on the kTLS socket.
     const Bytes b = random_bytes(30000);
-    ASSERT_EQ(write(sfd, b.data(), b.size()), static_cast<ssize_t>(b.size()));  // plain send
+    ASSERT_EQ(write(kfd, b.data(), b.size()), static_cast<ssize_t>(b.size()));
     Bytes back;
     Bytes buf(65536);
     while (back.size() < b.size()) {
       Bytes in(4096);
-      const ssize_t n = read(cfd, in.data(), in.size());
+      const ssize_t n = read(ufd, in.data(), in.size());
       ASSERT_GT(n, 0);
-      c->feed(std::span(in).first(static_cast<std::size_t>(n)));
-      for (TlsRead r = c->decrypt(buf); r.status == TlsIo::ok; r = c->decrypt(buf))
+      user_side.feed(std::span(in).first(static_cast<std::size_t>(n)));
+      for (TlsRead r = user_side.decrypt(buf); r.status == TlsIo::ok; r = user_side.decrypt(buf))
         back.insert(back.end(), buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(r.bytes));
+      ASSERT_NE(user_side.error().kind, TlsFailure::protocol) << user_side.error().message;
     }
     EXPECT_EQ(back, b);
-    // close_notify from the userspace side arrives at the kTLS side as an alert record.
-    c->close();
-    ASSERT_TRUE(pump_fd(cfd, *c));
+    // close_notify from the userspace side reaches the kTLS side as an alert record (recvmsg + cmsg).
+    user_side.close();
+    ASSERT_TRUE(pump_fd(ufd, user_side));
     uint8_t data[64];
     alignas(cmsghdr) char control[CMSG_SPACE(1)];
     iovec iov{data, sizeof data};
@@ -760,7 +796,7 @@ TEST(TlsKtls, HandOverToTheKernelBothWays) {
     msg.msg_iovlen = 1;
     msg.msg_control = control;
     msg.msg_controllen = sizeof control;
-    const ssize_t n = recvmsg(sfd, &msg, 0);
+    const ssize_t n = recvmsg(kfd, &msg, 0);
     ASSERT_GT(n, 0);
     const uint8_t type = ktls_record_type(&msg);
     EXPECT_EQ(type, 21);
@@ -773,15 +809,34 @@ TEST(TlsKtls, HandOverToTheKernelBothWays) {
 TEST(TlsKtls, EnableFailsCleanlyWithoutTheUlp) {
   const KtlsSupport& k = probe_ktls();
   if (k.available) GTEST_SKIP() << "this kernel has kTLS: " << k.reason;
+  // The same record-by-record handshake over TCP as the kTLS test, then the refusal, then userspace records
+  // over the same sockets.
   auto [cfd, sfd] = tcp_pair();
-  auto p = established(PskHash::sha256);
-  auto r = p->s->enable_ktls(sfd);
+  Server server;
+  const ConfiguredPsk key = new_key(PskHash::sha256);
+  server.keys[{kHost, kSubsys}] = key;
+  auto c = client_session(key);
+  auto s = server.session();
+  handshake_over(cfd, sfd, *c, *s);
+  auto r = s->enable_ktls(sfd);
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error().errno_value, ENOENT) << r.error().message;
-  EXPECT_FALSE(p->s->ktls_enabled());
-  // The userspace path still works after the refusal.
-  const Bytes a = random_bytes(64);
-  EXPECT_EQ(transfer(*p->c, *p->s, a), a);
+  EXPECT_NE(r.error().message.find("no tls ULP"), std::string::npos) << r.error().message;
+  EXPECT_FALSE(s->ktls_enabled());
+  const Bytes a = random_bytes(5000);
+  ASSERT_EQ(c->encrypt(a), TlsIo::ok);
+  ASSERT_TRUE(pump_fd(cfd, *c));
+  Bytes got;
+  Bytes buf(8192);
+  while (got.size() < a.size()) {
+    Bytes in(4096);
+    const ssize_t n = read(sfd, in.data(), in.size());
+    ASSERT_GT(n, 0);
+    s->feed(std::span(in).first(static_cast<std::size_t>(n)));
+    for (TlsRead rd = s->decrypt(buf); rd.status == TlsIo::ok; rd = s->decrypt(buf))
+      got.insert(got.end(), buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(rd.bytes));
+  }
+  EXPECT_EQ(got, a);
   close(cfd);
   close(sfd);
 }
