@@ -376,20 +376,28 @@ int TlsSession::on_use_session(const void* md, const unsigned char** id, std::si
 
 int TlsSession::on_client_hello() noexcept {
   // The suite is chosen before the PSK is looked up, and a PSK only works with its own hash. Pin the
-  // suite to the hash of the first NVMe identity offered, so that a host offering both suites (in any
-  // order) gets the one its PSK needs. pre_shared_key (41): identities<7..2^16-1>, each
-  // opaque identity<1..2^16-1> + uint32 obfuscated_ticket_age; then binders.
+  // suite to the hash of the NVMe identities offered (when they agree), so that a host offering both
+  // suites in any order gets the one its PSK needs. pre_shared_key (41): identities<7..2^16-1>, each
+  // opaque identity<1..2^16-1> + uint32 obfuscated_ticket_age; then the binders.
   const unsigned char* ext = nullptr;
   size_t len = 0;
   if (SSL_client_hello_get0_ext(ssl_, TLSEXT_TYPE_psk, &ext, &len) != 1 || len < 2) return SSL_CLIENT_HELLO_SUCCESS;
   const std::size_t list_len = std::size_t{ext[0]} << 8 | ext[1];
-  if (list_len + 2 > len || list_len < 2) return SSL_CLIENT_HELLO_SUCCESS;
-  const std::size_t id_len = std::size_t{ext[2]} << 8 | ext[3];
-  if (id_len + 2 > list_len || id_len < 9) return SSL_CLIENT_HELLO_SUCCESS;
-  const std::string_view id(reinterpret_cast<const char*>(ext + 4), id_len);
-  if (id.substr(0, 4) != "NVMe") return SSL_CLIENT_HELLO_SUCCESS;
-  if (id.substr(6, 2) == "01") SSL_set_ciphersuites(ssl_, kSuite128);
-  if (id.substr(6, 2) == "02") SSL_set_ciphersuites(ssl_, kSuite256);
+  if (list_len + 2 > len) return SSL_CLIENT_HELLO_SUCCESS;
+  bool want128 = false;
+  bool want256 = false;
+  std::size_t off = 2;
+  while (off + 2 <= 2 + list_len) {
+    const std::size_t id_len = std::size_t{ext[off]} << 8 | ext[off + 1];
+    if (off + 2 + id_len + 4 > 2 + list_len) break;
+    const std::string_view id(reinterpret_cast<const char*>(ext + off + 2), id_len);
+    if (id.size() >= 9 && id.substr(0, 4) == "NVMe") {
+      want128 = want128 || id.substr(6, 2) == "01";
+      want256 = want256 || id.substr(6, 2) == "02";
+    }
+    off += 2 + id_len + 4;
+  }
+  if (want128 != want256) SSL_set_ciphersuites(ssl_, want256 ? kSuite256 : kSuite128);
   return SSL_CLIENT_HELLO_SUCCESS;
 }
 
