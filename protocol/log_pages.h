@@ -226,6 +226,24 @@ static_assert(sizeof(TcpTsas) == 256);
 static_assert(offsetof(TcpTsas, sectype) == 0);
 static_assert(offsetof(TcpTsas, rsvd1) == 1);
 
+// The TLS secure channel of an NVMe/TCP port as its discovery log entry states it (TP 8011): SECTYPE 2
+// (TLS 1.3) with TREQ 1:0 = 01b when a listener requires TLS, 10b when it also takes plain connections;
+// no TLS: SECTYPE 0 and TREQ 1:0 = 00b (not specified), what nvmet reports for a plain port.
+enum class TcpSecureChannel : uint8_t { none, tls13_optional, tls13_required };
+inline uint8_t tcp_secure_channel_treq(TcpSecureChannel c) noexcept {
+  switch (c) {
+    case TcpSecureChannel::tls13_required: return treq::kSecureRequired;
+    case TcpSecureChannel::tls13_optional: return treq::kSecureNotRequired;
+    case TcpSecureChannel::none: break;
+  }
+  return treq::kSecureNotSpecified;
+}
+inline TcpTsas tcp_secure_channel_tsas(TcpSecureChannel c) noexcept {
+  TcpTsas t{};
+  t.sectype = static_cast<uint8_t>(c == TcpSecureChannel::none ? TcpSecType::none : TcpSecType::tls13);
+  return t;
+}
+
 struct DiscoveryLogHeader {
   le64 genctr;                         // 0  generation counter: changes whenever the log changes
   le64 numrec;                         // 8  number of records
@@ -274,6 +292,12 @@ static_assert(offsetof(DiscoveryLogEntry, rsvd64) == 64);
 static_assert(offsetof(DiscoveryLogEntry, subnqn) == 256);
 static_assert(offsetof(DiscoveryLogEntry, traddr) == 512);
 static_assert(offsetof(DiscoveryLogEntry, tsas) == 768);
+
+// Sets TREQ 1:0 (the other TREQ bits are kept) and the TCP TSAS for `c`.
+inline void set_tcp_secure_channel(DiscoveryLogEntry& e, TcpSecureChannel c) noexcept {
+  e.treq = static_cast<uint8_t>((e.treq & ~treq::kSecureMask) | tcp_secure_channel_treq(c));
+  e.set_tsas(tcp_secure_channel_tsas(c));
+}
 
 static_assert(std::is_trivially_copyable_v<ErrorLogEntry> && std::is_standard_layout_v<ErrorLogEntry>);
 static_assert(std::is_trivially_copyable_v<SmartLog> && std::is_standard_layout_v<SmartLog>);

@@ -25,6 +25,10 @@
 
 namespace rdmablk::transport {
 
+namespace tcp {
+struct TcpTlsClientOptions;  // transport/tcp/tcp_tls.h
+}
+
 struct HostCommand {
   protocol::Sqe sqe{};                   // the queue sets cid and the data SGL
   DataDirection direction = DataDirection::none;
@@ -44,6 +48,8 @@ struct HostQueueOptions {
   // and throughput (no sleep/wake-up per completion), the CLI and attach keep 0 (sleep at once).
   std::chrono::microseconds busy_poll{0};
   std::chrono::milliseconds connect_timeout{5000};
+  // NVMe/TCP: TLS 1.3 with a PSK before ICReq (transport/tcp/tcp_tls.h); null = plain TCP.
+  std::shared_ptr<const tcp::TcpTlsClientOptions> tls;
 };
 
 class HostQueue {

@@ -4,6 +4,11 @@
 // has no reactor; sendmsg/readv on a non-blocking socket batch just as well (one sendmsg carries every
 // queued PDU, one readv pulls up to 64 KiB of PDUs or steers C2HData straight into the caller's buffer),
 // and ::poll() is the wait when there is nothing to do.
+//
+// TLS (HostQueueOptions::tls): the handshake runs in connect_tcp_host_queue() before ICReq, reading record
+// by record when kTLS may follow; with kTLS the queue is the plain one on the same fd, else HostTls below
+// stands in for sendmsg / readv (userspace records: a send's iovecs gathered into records, a receive's
+// iovecs filled from decrypted records).
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -27,6 +32,7 @@
 #include "transport/tcp/tcp_host.h"
 #include "transport/tcp/pdu_receiver.h"
 #include "transport/tcp/tcp_io.h"
+#include "transport/tcp/tcp_tls.h"
 
 namespace rdmablk::transport {
 
@@ -77,11 +83,88 @@ int wait_fd(int fd, short events, Clock::time_point deadline, int wake_fd = -1) 
   }
 }
 
+// Userspace TLS records on a non-blocking socket: what sendmsg / readv / send are on a plain queue.
+struct HostTls {
+  static constexpr std::size_t kCipher = 64 * 1024;
+  static constexpr std::size_t kMaxPlainPerSend = 256 * 1024;
+
+  std::unique_ptr<security::TlsSession> session;
+  std::vector<uint8_t> rx = std::vector<uint8_t>(kCipher);
+  std::vector<uint8_t> tx = std::vector<uint8_t>(kCipher);
+  std::size_t tx_off = 0;
+  std::size_t tx_len = 0;
+  std::vector<uint8_t> stage = std::vector<uint8_t>(kTlsRecordPlain);
+  std::string where;  // the controller's address, for logs
+
+  bool out_pending() const noexcept { return tx_off != tx_len || session->pending_output() != 0; }
+
+  // Sends queued ciphertext without blocking: 1 all out, 0 the socket is full, -errno.
+  int flush(int fd) noexcept {
+    for (;;) {
+      if (tx_off == tx_len) {
+        tx_off = 0;
+        tx_len = session->read_output(tx);
+        if (tx_len == 0) return 1;
+      }
+      ssize_t n = ::send(fd, tx.data() + tx_off, tx_len - tx_off, MSG_NOSIGNAL | MSG_DONTWAIT);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
+        return -errno;
+      }
+      tx_off += static_cast<std::size_t>(n);
+    }
+  }
+
+  // sendmsg: plaintext bytes taken (encrypted; the ciphertext goes out now or with later flushes), or -1
+  // with errno (EAGAIN while earlier ciphertext waits for the socket).
+  ssize_t send(int fd, const iovec* iov, unsigned n) noexcept {
+    if (out_pending()) {
+      const int f = flush(fd);
+      if (f < 0) return errno = -f, -1;
+      if (f == 0) return errno = EAGAIN, -1;
+    }
+    const long taken = encrypt_iov(*session, iov, n, kMaxPlainPerSend, stage);
+    if (taken < 0) return errno = EPROTO, -1;
+    const int f = flush(fd);
+    if (f < 0) return errno = -f, -1;
+    return taken;
+  }
+
+  // readv: plaintext bytes, 0 at the end of the stream, -1 with errno (EAGAIN: nothing more for now).
+  ssize_t recv(int fd, const iovec* iov, unsigned n) noexcept {
+    for (;;) {
+      const TlsFill f = decrypt_iov(*session, iov, n);
+      if (out_pending()) (void)flush(fd);  // a KeyUpdate answered
+      if (f.status == security::TlsIo::failed) {
+        spdlog::warn("nvme-tcp host {}: TLS: {}", where, session->error().message);
+        return errno = EPROTO, -1;
+      }
+      if (f.bytes != 0) return static_cast<ssize_t>(f.bytes);
+      if (f.status == security::TlsIo::closed) return 0;
+      ssize_t r = ::recv(fd, rx.data(), rx.size(), MSG_DONTWAIT);
+      if (r <= 0) {
+        if (r < 0 && errno == EINTR) continue;
+        return r;
+      }
+      if (!session->feed(std::span<const uint8_t>(rx.data(), static_cast<std::size_t>(r)))) {
+        return errno = ENOMEM, -1;
+      }
+    }
+  }
+
+  // A TermReq right before the connection goes: best effort.
+  void send_now(int fd, std::span<const uint8_t> bytes) noexcept {
+    if (out_pending() || session->encrypt(bytes) != security::TlsIo::ok) return;
+    (void)flush(fd);
+  }
+};
+
 class TcpHostQueue final : public HostQueue, private PduReceiver::Handler {
  public:
-  TcpHostQueue(int fd, const HostQueueOptions& opts, const pt::TcpSession& session)
+  TcpHostQueue(int fd, const HostQueueOptions& opts, const pt::TcpSession& session, std::unique_ptr<HostTls> tls)
       : fd_(fd), opts_(opts), session_(session), slots_(std::max<uint16_t>(opts.entries, 1)),
-        rx_(64 * 1024, pt::Receiver::host, session_) {
+        rx_(64 * 1024, pt::Receiver::host, session_), tls_(std::move(tls)) {
     free_cids_.reserve(slots_.size());
     for (std::size_t i = slots_.size(); i-- > 0;) free_cids_.push_back(static_cast<uint16_t>(i));
     in_capsule_limit_ = opts.in_capsule_limit;
@@ -135,7 +218,7 @@ class TcpHostQueue final : public HostQueue, private PduReceiver::Handler {
       if (now >= deadline) break;
       if (now < spin_until) continue;  // busy-poll: another non-blocking round instead of a sleep
       short events = POLLIN;
-      if (!tx_.empty() || txq_head_ != kNone) events |= POLLOUT;
+      if (!tx_.empty() || txq_head_ != kNone || (tls_ && tls_->out_pending())) events |= POLLOUT;
       int rc = wait_fd(fd_, events, deadline, wake_fd_);
       if (rc < 0) {
         fail(-rc, "poll");
@@ -227,6 +310,15 @@ class TcpHostQueue final : public HostQueue, private PduReceiver::Handler {
   // Send what is queued, batch after batch, until done or the socket is full. True if bytes went out.
   bool flush_tx() noexcept {
     bool progress = false;
+    if (tls_ && tls_->out_pending()) {
+      const int f = tls_->flush(fd_);
+      if (f < 0) {
+        fail(-f, "send");
+        return false;
+      }
+      if (f == 0) return false;
+      progress = true;
+    }
     for (;;) {
       if (tx_.empty()) {
         tx_.reset();
@@ -243,7 +335,8 @@ class TcpHostQueue final : public HostQueue, private PduReceiver::Handler {
       msghdr m{};
       m.msg_iov = tx_.pending();
       m.msg_iovlen = tx_.pending_count();
-      ssize_t n = ::sendmsg(fd_, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+      ssize_t n = tls_ ? tls_->send(fd_, m.msg_iov, static_cast<unsigned>(m.msg_iovlen))
+                       : ::sendmsg(fd_, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
       if (n < 0) {
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) return progress;
@@ -273,7 +366,7 @@ class TcpHostQueue final : public HostQueue, private PduReceiver::Handler {
       iovec iov[2];
       unsigned cnt = rx_.prepare(iov);
       if (cnt == 0) break;  // stopped after an error
-      ssize_t n = ::readv(fd_, iov, static_cast<int>(cnt));
+      ssize_t n = tls_ ? tls_->recv(fd_, iov, cnt) : ::readv(fd_, iov, static_cast<int>(cnt));
       if (n < 0) {
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) break;
@@ -460,8 +553,12 @@ class TcpHostQueue final : public HostQueue, private PduReceiver::Handler {
     std::array<uint8_t, pt::kTermReqMaxPlen> term{};
     std::size_t n = pt::write_term_req(term, pt::PduType::h2c_term_req, e, std::span<const uint8_t>(hdr, len));
     if (n != 0 && tx_.empty()) {
-      ssize_t rc = ::send(fd_, term.data(), n, MSG_DONTWAIT | MSG_NOSIGNAL);
-      (void)rc;
+      if (tls_) {
+        tls_->send_now(fd_, std::span<const uint8_t>(term.data(), n));
+      } else {
+        ssize_t rc = ::send(fd_, term.data(), n, MSG_DONTWAIT | MSG_NOSIGNAL);
+        (void)rc;
+      }
     }
     fail(EPROTO, nullptr);
     return false;
@@ -513,15 +610,32 @@ class TcpHostQueue final : public HostQueue, private PduReceiver::Handler {
 
   PduReceiver rx_;
   uint16_t rx_cid_ = kNone;
+  std::unique_ptr<HostTls> tls_;  // userspace TLS records; null: plain TCP or kTLS
 };
 
 // Read or write exactly `len` bytes with a deadline on a non-blocking socket.
+// With `tls` (userspace records) the bytes are plaintext inside TLS.
 Result<void> io_exact(int fd, uint8_t* buf, std::size_t len, bool writing, Clock::time_point deadline,
-                      const char* what) {
+                      const char* what, HostTls* tls = nullptr) {
   std::size_t done = 0;
-  while (done < len) {
-    ssize_t n = writing ? ::send(fd, buf + done, len - done, MSG_NOSIGNAL | MSG_DONTWAIT)
-                        : ::recv(fd, buf + done, len - done, MSG_DONTWAIT);
+  while (done < len || (writing && tls != nullptr && tls->out_pending())) {
+    ssize_t n;
+    if (tls == nullptr) {
+      n = writing ? ::send(fd, buf + done, len - done, MSG_NOSIGNAL | MSG_DONTWAIT)
+                  : ::recv(fd, buf + done, len - done, MSG_DONTWAIT);
+    } else if (writing) {
+      const iovec v{buf + done, len - done};
+      if (done == len) {
+        const int f = tls->flush(fd);
+        n = f < 0 ? (errno = -f, -1) : f == 0 ? (errno = EAGAIN, -1) : 0;
+        if (f == 1) break;
+      } else {
+        n = tls->send(fd, &v, 1);
+      }
+    } else {
+      const iovec v{buf + done, len - done};
+      n = tls->recv(fd, &v, 1);
+    }
     if (n > 0) {
       done += static_cast<std::size_t>(n);
       continue;
@@ -537,6 +651,72 @@ Result<void> io_exact(int fd, uint8_t* buf, std::size_t len, bool writing, Clock
     if (rc < 0) return make_error(std::string(what) + ": " + std::strerror(-rc), -rc);
   }
   return {};
+}
+
+
+// The TLS 1.3 handshake before ICReq. Returns the session established (kTLS enabled on fd when possible:
+// then nothing more is needed from it) or why it failed, in words a user can act on.
+Result<std::unique_ptr<security::TlsSession>> tls_handshake(int fd, const TcpTlsClientOptions& tls,
+                                                            const std::string& where, Clock::time_point deadline) {
+  auto failed = [&where](const std::string& why, int err) {
+    return make_error("TLS handshake with " + where + " failed: " + why, err);
+  };
+  std::shared_ptr<const security::TlsContext> context = tls.context;
+  if (!context) {
+    auto c = security::TlsContext::client();
+    if (!c) return failed(c.error().message, EINVAL);
+    context = *c;
+  }
+  auto made = security::TlsSession::client(context, tls.config);
+  if (!made) return failed(made.error().message, EINVAL);
+  std::unique_ptr<security::TlsSession> session = std::move(*made);
+  const bool ktls = tls.allow_ktls && security::probe_ktls().available;
+  std::array<uint8_t, 16 * 1024 + 256> buf{};
+  for (;;) {
+    const security::TlsStep step = session->handshake();
+    // Our flight (or the alert after a failure) goes out first.
+    while (session->pending_output() != 0) {
+      const std::size_t n = session->read_output(buf);
+      if (auto r = io_exact(fd, buf.data(), n, true, deadline, "sending the TLS handshake"); !r) {
+        if (step == security::TlsStep::failed) break;
+        return failed(r.error().message, r.error().errno_value);
+      }
+    }
+    if (step == security::TlsStep::done) break;
+    if (step == security::TlsStep::failed) {
+      const security::TlsError& e = session->error();
+      std::string why = std::string(security::to_string(e.kind)) + " (" + e.message + ")";
+      if (e.kind == security::TlsFailure::protocol) why += "; does the controller speak TLS on this port?";
+      return failed(why, e.kind == security::TlsFailure::wrong_psk || e.kind == security::TlsFailure::unknown_identity
+                             ? EACCES
+                             : EPROTO);
+    }
+    // Record by record when kTLS follows: nothing meant for the kernel may stay in the session.
+    const std::size_t want = ktls ? std::min(buf.size(), session->next_read_size()) : buf.size();
+    ssize_t n = ::recv(fd, buf.data(), want, MSG_DONTWAIT);
+    if (n == 0) {
+      return failed("the controller closed the connection (a plain NVMe/TCP port, or it refused our identity)",
+                    ECONNRESET);
+    }
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      if (errno != EAGAIN && errno != EWOULDBLOCK) return failed(std::strerror(errno), errno);
+      const int rc = wait_fd(fd, POLLIN, deadline);
+      if (rc == 0) return failed("timed out", ETIMEDOUT);
+      if (rc < 0) return failed(std::strerror(-rc), -rc);
+      continue;
+    }
+    if (!session->feed(std::span<const uint8_t>(buf.data(), static_cast<std::size_t>(n)))) {
+      return failed("out of memory", ENOMEM);
+    }
+  }
+  if (ktls) {
+    auto r = session->enable_ktls(fd);
+    if (!r && !session->handshake_done()) return failed(r.error().message, EPROTO);  // TX set, RX not
+    if (!r) spdlog::debug("nvme-tcp host {}: kTLS not used ({}): userspace TLS records", where, r.error().message);
+  }
+  spdlog::info("nvme-tcp host {}: {}", where, describe(connection_info(*session)));
+  return session;
 }
 
 }  // namespace
@@ -568,6 +748,22 @@ Result<std::unique_ptr<HostQueue>> connect_tcp_host_queue(const HostQueueOptions
     if (err != 0) return fail(Error{"connect to " + where + ": " + std::strerror(err), err});
   }
 
+  // TLS first (TP 8011): ICReq/ICResp travel inside it.
+  std::unique_ptr<HostTls> tls;
+  if (opts.tls) {
+    auto session = tls_handshake(fd, *opts.tls, where, deadline);
+    if (!session) return fail(session.error());
+    if (!(*session)->ktls_enabled()) {
+      try {
+        tls = std::make_unique<HostTls>();
+      } catch (...) {
+        return fail(Error{"TLS with " + where + ": out of memory", ENOMEM});
+      }
+      tls->session = std::move(*session);
+      tls->where = where;
+    }
+  }
+
   // Connection initialization: ICReq -> ICResp.
   pt::IcReqParams params;
   params.hdgst = opts.header_digest;
@@ -576,8 +772,10 @@ Result<std::unique_ptr<HostQueue>> connect_tcp_host_queue(const HostQueueOptions
   const pt::IcReqPdu icreq = pt::build_icreq(params);
   std::array<uint8_t, pt::kIcPduLen> buf{};
   p::store(buf.data(), icreq);
-  if (auto r = io_exact(fd, buf.data(), buf.size(), true, deadline, "sending ICReq"); !r) return fail(r.error());
-  if (auto r = io_exact(fd, buf.data(), pt::kCommonHeaderLen, false, deadline, "receiving ICResp"); !r) {
+  if (auto r = io_exact(fd, buf.data(), buf.size(), true, deadline, "sending ICReq", tls.get()); !r) {
+    return fail(r.error());
+  }
+  if (auto r = io_exact(fd, buf.data(), pt::kCommonHeaderLen, false, deadline, "receiving ICResp", tls.get()); !r) {
     return fail(r.error());
   }
   pt::TcpSession initial{};
@@ -587,7 +785,7 @@ Result<std::unique_ptr<HostQueue>> connect_tcp_host_queue(const HostQueueOptions
     return fail(Error{"controller " + where + " refused the connection (C2HTermReq)", ECONNREFUSED});
   }
   if (auto r = io_exact(fd, buf.data() + pt::kCommonHeaderLen, pt::kIcPduLen - pt::kCommonHeaderLen, false,
-                        deadline, "receiving ICResp");
+                        deadline, "receiving ICResp", tls.get());
       !r) {
     return fail(r.error());
   }
@@ -597,7 +795,7 @@ Result<std::unique_ptr<HostQueue>> connect_tcp_host_queue(const HostQueueOptions
   }
   auto session = pt::host_session(icreq, p::load<pt::IcRespPdu>(buf.data()));
   if (!session) return fail(Error{"bad ICResp from " + where + ": " + session.error().what, EPROTO});
-  return std::unique_ptr<HostQueue>(new TcpHostQueue(fd, opts, *session));
+  return std::unique_ptr<HostQueue>(new TcpHostQueue(fd, opts, *session, std::move(tls)));
 }
 
 }  // namespace tcp

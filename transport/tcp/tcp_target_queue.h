@@ -35,6 +35,7 @@
 #include "transport/target_queue_base.h"
 #include "transport/tcp/pdu_receiver.h"
 #include "transport/tcp/tcp_io.h"
+#include "transport/tcp/tcp_tls.h"
 
 namespace rdmablk::transport::tcp {
 
@@ -48,6 +49,7 @@ struct TcpTargetOptions {
   uint32_t rx_buffer = 64 * 1024;          // receive staging bytes per connection
   uint64_t max_buffer_bytes = 0;           // pool buffer bytes one connection may hold (in-capsule data
                                            // aside); 0 = no limit
+  TcpTlsServerOptions tls;                 // TLS 1.3 before ICReq (tcp_tls.h); policy none: plain only
 };
 
 // The socket as the queue sees it. At most one recv and one send are in flight; their results come back
@@ -100,6 +102,12 @@ class TcpTargetQueue final : public TargetQueueBase<TcpTargetQueue, TcpSlot>, pr
 
   // Introspection (tests).
   const protocol::tcp::TcpSession& session() const noexcept { return session_; }
+
+  // The TLS session the connection runs under (active false: plain NVMe/TCP). Set by the connection once
+  // the handshake is done, before any PDU is received; the core may check the Connect's host NQN against
+  // tls().hostnqn.
+  const TlsConnectionInfo& tls() const noexcept { return tls_; }
+  void set_tls(TlsConnectionInfo info) noexcept { tls_ = std::move(info); }
 
  private:
   friend class TargetQueueBase<TcpTargetQueue, TcpSlot>;
@@ -180,6 +188,8 @@ class TcpTargetQueue final : public TargetQueueBase<TcpTargetQueue, TcpSlot>, pr
   bool term_pending_ = false;
   std::array<uint8_t, protocol::tcp::kTermReqMaxPlen> term_buf_{};
   std::size_t term_len_ = 0;
+
+  TlsConnectionInfo tls_;
 };
 
 }  // namespace rdmablk::transport::tcp
