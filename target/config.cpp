@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <charconv>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -26,6 +27,7 @@
 
 #include "config/yaml_diagnostics.h"
 #include "protocol/fabrics.h"
+#include "security/dhchap_key.h"
 #include "target/logging.h"
 
 namespace rdmablk::target {
@@ -353,6 +355,8 @@ class Parser : public config::Reader {
   MetricsConfig parse_metrics(const Field& f) const;
   void check_metrics(const TargetConfig& config) const;
   SubsystemConfig parse_subsystem(const YAML::Node& node, const std::string& path);
+  HostConfig parse_host(const YAML::Node& node, const std::string& path, SourceLocation at);
+  DhchapSecretConfig parse_secret(const Mapping& m, std::string_view key_name, std::string_view file_name) const;
   NamespaceConfig parse_namespace(const YAML::Node& node, const std::string& path);
   QueueLimits parse_limits(const Field& f);
   void check_listeners(const TargetConfig& config, const Field& f) const;
@@ -622,7 +626,8 @@ SubsystemConfig Parser::parse_subsystem(const YAML::Node& node, const std::strin
   SourceLocation at = location_of(node.Mark());
   if (!node.IsMap())
     fail(at, path, std::string("expected a mapping (nqn, hosts, namespaces, ...), got a ") + node_kind(node));
-  Mapping m(*this, node, path, at, {"nqn", "serial", "model", "allow_any_host", "hosts", "namespaces"});
+  Mapping m(*this, node, path, at,
+            {"nqn", "serial", "model", "allow_any_host", "hosts", "require_authentication", "namespaces"});
   SubsystemConfig sub;
   sub.at = at;
 
@@ -643,6 +648,8 @@ SubsystemConfig Parser::parse_subsystem(const YAML::Node& node, const std::strin
     check_printable(*f, sub.model, 40);
   }
   if (const Field* f = m.find("allow_any_host")) sub.allow_any_host = boolean(*f);
+  const Field* require_auth = m.find("require_authentication");
+  if (require_auth) sub.require_authentication = boolean(*require_auth);
 
   const Field* hosts = m.find("hosts");
   if (hosts) {
@@ -651,16 +658,32 @@ SubsystemConfig Parser::parse_subsystem(const YAML::Node& node, const std::strin
     for (std::size_t i = 0; i < items.size(); ++i) {
       std::string item_path = hosts->path + "[" + std::to_string(i) + "]";
       SourceLocation item_at = missing(items[i]) ? hosts->value_at : location_of(items[i].Mark());
-      Field item{item_path, "", items[i], item_at, item_at};
-      std::string host = string_value(item);
-      check_nqn(item_at, item_path, host);
-      if (host == kDiscoveryNqn) fail(item_at, item_path, "the discovery NQN is not a host NQN");
-      auto [it, inserted] = first_line.emplace(host, item_at.line);
-      if (!inserted) {
-        fail(item_at, item_path, "duplicate host NQN (first at line " + std::to_string(it->second) + ")");
+      HostConfig host;
+      if (items[i].IsMap()) {
+        host = parse_host(items[i], item_path, item_at);
+      } else {
+        Field item{item_path, "", items[i], item_at, item_at};
+        host.nqn = string_value(item, "a host NQN, or a mapping with nqn and dhchap_key");
+        host.at = item_at;
+        check_nqn(item_at, item_path, host.nqn);
       }
-      sub.hosts.push_back(std::move(host));
+      const std::string nqn_path = items[i].IsMap() ? item_path + ".nqn" : item_path;
+      if (host.nqn == kDiscoveryNqn) fail(host.at, nqn_path, "the discovery NQN is not a host NQN");
+      auto [it, inserted] = first_line.emplace(host.nqn, item_at.line);
+      if (!inserted) {
+        fail(host.at, nqn_path, "duplicate host NQN (first at line " + std::to_string(it->second) + ")");
+      }
+      if (sub.require_authentication && !host.dhchap_key.configured()) {
+        warn(item_at, item_path,
+             "no dhchap_key, and the subsystem requires authentication: this host will be refused");
+      }
+      sub.hosts.push_back(host.nqn);
+      sub.host_configs.push_back(std::move(host));
     }
+  }
+  if (sub.require_authentication && sub.allow_any_host) {
+    warn(require_auth->key_at, require_auth->path,
+         "with allow_any_host: only the listed hosts with a dhchap_key can connect");
   }
   if (!sub.allow_any_host && sub.hosts.empty()) {
     fail(hosts ? hosts->value_at : at, path + ".hosts",
@@ -690,6 +713,92 @@ SubsystemConfig Parser::parse_subsystem(const YAML::Node& node, const std::strin
     warn(at, path + ".namespaces", "no namespaces: hosts will see an empty subsystem");
   }
   return sub;
+}
+
+DhchapSecretConfig Parser::parse_secret(const Mapping& m, std::string_view key_name,
+                                        std::string_view file_name) const {
+  DhchapSecretConfig secret;
+  const Field* inline_key = m.find(key_name);
+  const Field* file = m.find(file_name);
+  if (inline_key && file) {
+    fail(file->key_at, file->path,
+         "give " + std::string(key_name) + " or " + std::string(file_name) + ", not both (" + std::string(key_name) +
+             " at line " + std::to_string(inline_key->key_at.line) + ")");
+  }
+  if (inline_key) {
+    // The message never quotes the value: it is a secret.
+    if (missing(inline_key->value) || !inline_key->value.IsScalar()) {
+      fail(inline_key->value_at, inline_key->path, "expected a secret \"DHHC-1:XX:<base64>:\" (nvme gen-dhchap-key)");
+    }
+    auto key = security::dhchap::DhchapKey::parse(inline_key->value.Scalar());
+    if (!key) fail(inline_key->value_at, inline_key->path, key.error().message);
+    secret.key = std::make_shared<const security::dhchap::DhchapKey>(std::move(*key));
+    secret.at = inline_key->value_at;
+  } else if (file) {
+    secret.file = string_value(*file, "the path of a file holding a DHHC-1 secret");
+    secret.at = file->value_at;
+  }
+  return secret;
+}
+
+HostConfig Parser::parse_host(const YAML::Node& node, const std::string& path, SourceLocation at) {
+  Mapping m(*this, node, path, at,
+            {"nqn", "dhchap_key", "dhchap_key_file", "dhchap_ctrl_key", "dhchap_ctrl_key_file", "dhchap_hashes",
+             "dhchap_dhgroups"});
+  HostConfig host;
+  host.at = at;
+  const Field& nqn = m.require("nqn", "the host's NQN");
+  host.nqn = string_value(nqn);
+  host.at = nqn.value_at;
+  check_nqn(nqn.value_at, nqn.path, host.nqn);
+  host.dhchap_key = parse_secret(m, "dhchap_key", "dhchap_key_file");
+  host.dhchap_ctrl_key = parse_secret(m, "dhchap_ctrl_key", "dhchap_ctrl_key_file");
+  if (host.dhchap_ctrl_key.configured() && !host.dhchap_key.configured()) {
+    const Field* f = m.find("dhchap_ctrl_key") ? m.find("dhchap_ctrl_key") : m.find("dhchap_ctrl_key_file");
+    fail(f->key_at, f->path,
+         "a controller secret needs the host's own dhchap_key (bidirectional authentication authenticates the "
+         "host first)");
+  }
+  using protocol::auth::DhGroupId;
+  using protocol::auth::HashId;
+  if (const Field* f = m.find("dhchap_hashes")) {
+    host.dhchap_hashes.clear();
+    auto items = sequence(*f);
+    if (items.empty()) fail(f->value_at, f->path, "an empty list (leave the key out for all of them)");
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      SourceLocation item_at = missing(items[i]) ? f->value_at : location_of(items[i].Mark());
+      Field item{f->path + "[" + std::to_string(i) + "]", "", items[i], item_at, item_at};
+      HashId id = one_of<HashId>(item, "hash function",
+                                 {{"sha256", HashId::sha256}, {"sha384", HashId::sha384}, {"sha512", HashId::sha512}});
+      if (std::find(host.dhchap_hashes.begin(), host.dhchap_hashes.end(), id) != host.dhchap_hashes.end()) {
+        fail(item_at, item.path, "listed twice");
+      }
+      host.dhchap_hashes.push_back(id);
+    }
+    if (!host.dhchap_key.configured()) warn(f->key_at, f->path, "ignored: the host has no dhchap_key");
+  }
+  if (const Field* f = m.find("dhchap_dhgroups")) {
+    host.dhchap_dhgroups.clear();
+    auto items = sequence(*f);
+    if (items.empty()) fail(f->value_at, f->path, "an empty list (leave the key out for all of them)");
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      SourceLocation item_at = missing(items[i]) ? f->value_at : location_of(items[i].Mark());
+      Field item{f->path + "[" + std::to_string(i) + "]", "", items[i], item_at, item_at};
+      DhGroupId id = one_of<DhGroupId>(item, "DH group",
+                                       {{"null", DhGroupId::null},
+                                        {"ffdhe2048", DhGroupId::ffdhe2048},
+                                        {"ffdhe3072", DhGroupId::ffdhe3072},
+                                        {"ffdhe4096", DhGroupId::ffdhe4096},
+                                        {"ffdhe6144", DhGroupId::ffdhe6144},
+                                        {"ffdhe8192", DhGroupId::ffdhe8192}});
+      if (std::find(host.dhchap_dhgroups.begin(), host.dhchap_dhgroups.end(), id) != host.dhchap_dhgroups.end()) {
+        fail(item_at, item.path, "listed twice");
+      }
+      host.dhchap_dhgroups.push_back(id);
+    }
+    if (!host.dhchap_key.configured()) warn(f->key_at, f->path, "ignored: the host has no dhchap_key");
+  }
+  return host;
 }
 
 NamespaceConfig Parser::parse_namespace(const YAML::Node& node, const std::string& path) {
@@ -854,6 +963,52 @@ QueueLimits Parser::parse_limits(const Field& f) {
 }
 
 std::string errno_text(int err) { return std::strerror(err); }
+
+// Reads one DH-HMAC-CHAP key file (see load_config()). Errors never quote the file's content.
+Result<security::dhchap::DhchapKey> read_key_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) {
+    const int e = errno;
+    if (e == ELOOP) return make_error(path + ": a symbolic link (name the key file itself)", e);
+    return make_error("cannot read " + path + ": " + errno_text(e), e);
+  }
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    const int e = errno;
+    return make_error("cannot read " + path + ": " + errno_text(e), e);
+  }
+  if (!S_ISREG(st.st_mode)) return make_error(path + ": not a regular file", EINVAL);
+  char mode[8];
+  std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 07777));
+  if ((st.st_mode & (S_IRWXO | S_IWGRP)) != 0) {
+    return make_error(path + ": mode " + mode +
+                          " lets other users read or change the secret (chmod 600 it; a group may only read it)",
+                      EPERM);
+  }
+  // A secret is at most "DHHC-1:03:" + base64 of 68 bytes + ":" and a newline; anything much longer is not one.
+  std::string text(4096, '\0');
+  std::size_t got = 0;
+  while (got < text.size()) {
+    const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      const int e = errno;
+      return make_error("cannot read " + path + ": " + errno_text(e), e);
+    }
+    if (n == 0) break;
+    got += static_cast<std::size_t>(n);
+  }
+  if (got == text.size()) return make_error(path + ": too long for a DHHC-1 secret", EINVAL);
+  text.resize(got);
+  auto key = security::dhchap::DhchapKey::parse(text);
+  std::fill(text.begin(), text.end(), '\0');
+  if (!key) return make_error(path + ": " + key.error().message, EINVAL);
+  return key;
+}
 
 Result<void> check_namespace_file(const TargetConfig& config, const NamespaceConfig& ns, const std::string& field) {
   auto error = [&](SourceLocation at, const std::string& f, const std::string& problem, int err = 0) {
@@ -1071,10 +1226,28 @@ Result<TargetConfig> load_config(const std::string& path) {
   if (!config) return config;
   std::error_code ec;
   std::filesystem::path base = std::filesystem::absolute(path, ec).parent_path();
-  for (auto& sub : config->subsystems) {
+  for (std::size_t s = 0; s < config->subsystems.size(); ++s) {
+    auto& sub = config->subsystems[s];
     for (auto& ns : sub.namespaces) {
       if (ns.backend == BackendKind::file && std::filesystem::path(ns.path).is_relative()) {
         ns.path = (base / ns.path).lexically_normal().string();
+      }
+    }
+    for (std::size_t h = 0; h < sub.host_configs.size(); ++h) {
+      HostConfig& host = sub.host_configs[h];
+      const std::string field = "subsystems[" + std::to_string(s) + "].hosts[" + std::to_string(h) + "].";
+      for (auto [secret, name] : {std::pair{&host.dhchap_key, "dhchap_key_file"},
+                                  std::pair{&host.dhchap_ctrl_key, "dhchap_ctrl_key_file"}}) {
+        if (secret->file.empty()) continue;
+        if (std::filesystem::path(secret->file).is_relative()) {
+          secret->file = (base / secret->file).lexically_normal().string();
+        }
+        auto key = read_key_file(secret->file);
+        if (!key) {
+          return make_error(format_message(config->source, secret->at, field + name, key.error().message),
+                            key.error().errno_value);
+        }
+        secret->key = std::make_shared<const security::dhchap::DhchapKey>(std::move(*key));
       }
     }
   }
@@ -1142,6 +1315,18 @@ std::vector<std::string> restart_only_changes(const TargetConfig& running, const
   return keys;
 }
 
+std::string DhchapSecretConfig::describe() const {
+  if (!file.empty()) return "file " + file;
+  return key ? "set" : "none";
+}
+
+const HostConfig* SubsystemConfig::find_host(std::string_view hostnqn) const noexcept {
+  for (const auto& h : host_configs) {
+    if (h.nqn == hostnqn) return &h;
+  }
+  return nullptr;
+}
+
 std::size_t namespace_count(const TargetConfig& config) noexcept {
   std::size_t n = 0;
   for (const auto& sub : config.subsystems) n += sub.namespaces.size();
@@ -1159,6 +1344,13 @@ std::string describe(const TargetConfig& config) {
       "), " + std::to_string(config.subsystems.size()) + (config.subsystems.size() == 1 ? " subsystem" : " subsystems");
   std::size_t n = namespace_count(config);
   out += ", " + std::to_string(n) + (n == 1 ? " namespace" : " namespaces");
+  std::size_t secrets = 0;
+  for (const auto& sub : config.subsystems) {
+    for (const auto& h : sub.host_configs) secrets += h.dhchap_key.configured() ? 1 : 0;
+  }
+  if (secrets != 0) {
+    out += ", DH-HMAC-CHAP for " + std::to_string(secrets) + (secrets == 1 ? " host" : " hosts");
+  }
   out += ", reactors " + (config.reactors ? std::to_string(config.reactors) : std::string("auto"));
   if (!config.reactor_cpus.empty()) out += " on CPUs " + format_cpu_list(config.reactor_cpus);
   out += ", log " + std::string(spdlog::level::to_string_view(config.log_level).data(),

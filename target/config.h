@@ -20,6 +20,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -28,8 +29,13 @@
 
 #include "backend/backend.h"
 #include "config/source_location.h"
+#include "protocol/auth.h"
 #include "protocol/result.h"
 #include "transport/address.h"
+
+namespace rdmablk::security::dhchap {
+class DhchapKey;
+}
 
 namespace rdmablk::target {
 
@@ -84,16 +90,51 @@ struct NamespaceConfig {
   SourceLocation size_at;  // its `size` value (line 0 when not given)
 };
 
+// A DH-HMAC-CHAP secret of a host entry: given inline (`dhchap_key: "DHHC-1:..."`) or in a file
+// (`dhchap_key_file: PATH`, read by load_config(): parse_config() only records the path).
+struct DhchapSecretConfig {
+  std::shared_ptr<const security::dhchap::DhchapKey> key;  // null: none (or its file not read yet)
+  std::string file;                                         // the key file; empty when inline or none
+  SourceLocation at;                                        // the value in the YAML
+
+  bool configured() const noexcept { return key != nullptr || !file.empty(); }
+  // What logs, --check-config and ctl may show: "none", "set" or "file PATH" - never the secret.
+  std::string describe() const;
+};
+
+// One entry of a subsystem's `hosts:` list: a plain NQN, or a mapping with the host's DH-HMAC-CHAP
+// settings (NVMe Base 2.0 8.13.5). A host with a dhchap_key must authenticate every queue.
+struct HostConfig {
+  std::string nqn;
+  DhchapSecretConfig dhchap_key;       // the host's secret (it proves itself with it)
+  DhchapSecretConfig dhchap_ctrl_key;  // the controller's secret, for bidirectional authentication
+  // Allowed hash functions and DH groups, best first (the controller picks the first the host offers).
+  std::vector<protocol::auth::HashId> dhchap_hashes{protocol::auth::HashId::sha256, protocol::auth::HashId::sha384,
+                                                    protocol::auth::HashId::sha512};
+  std::vector<protocol::auth::DhGroupId> dhchap_dhgroups{
+      protocol::auth::DhGroupId::null,      protocol::auth::DhGroupId::ffdhe2048, protocol::auth::DhGroupId::ffdhe3072,
+      protocol::auth::DhGroupId::ffdhe4096, protocol::auth::DhGroupId::ffdhe6144, protocol::auth::DhGroupId::ffdhe8192};
+  SourceLocation at;  // the entry
+};
+
 struct SubsystemConfig {
   std::string nqn;
   std::string serial;              // <= 20 printable ASCII; default: 16 hex digits derived from the NQN
   std::string model = "rdmablk";   // <= 40 printable ASCII
   bool allow_any_host = false;     // false: only `hosts` may connect (and `hosts` must not be empty)
   std::vector<std::string> hosts;  // host NQNs
+  // One per `hosts` entry, in the same order (a plain NQN gives one without secrets).
+  std::vector<HostConfig> host_configs;
+  // A host without a configured dhchap_key is refused at Connect (allow_any_host then admits only listed
+  // hosts with a secret).
+  bool require_authentication = false;
   std::vector<NamespaceConfig> namespaces;
 
   SourceLocation at;      // the subsystem's mapping
   SourceLocation nqn_at;  // its `nqn` value
+
+  // The entry of a host NQN, or nullptr.
+  const HostConfig* find_host(std::string_view hostnqn) const noexcept;
 };
 
 struct KeepAliveConfig {
@@ -178,10 +219,13 @@ struct TargetConfig {
 };
 
 // Reads and parses `path`, then makes relative namespace paths absolute (relative to the file's
-// directory). Does not look at namespace files or ports: see validate_environment().
+// directory) and reads the DH-HMAC-CHAP key files (relative to it too): each must be a regular file that
+// other users cannot read or write (0600 / 0400; a group may read it, not write it), holding one
+// "DHHC-1:XX:...:" secret; an error names the YAML line of the `dhchap_*_key_file` value. Does not look at
+// namespace files or ports: see validate_environment().
 Result<TargetConfig> load_config(const std::string& path);
 
-// Parses YAML text; `name_for_messages` is the FILE part of error messages.
+// Parses YAML text; `name_for_messages` is the FILE part of error messages. Key files are not read here.
 Result<TargetConfig> parse_config(std::string_view yaml_text, const std::string& name_for_messages);
 
 // The CPUs reactors may be pinned to.

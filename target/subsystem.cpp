@@ -72,6 +72,25 @@ bool Subsystem::host_allowed(std::string_view hostnqn) const noexcept {
   return std::find(hosts.begin(), hosts.end(), hostnqn) != hosts.end();
 }
 
+std::shared_ptr<const HostAuth> Subsystem::auth_for(std::string_view hostnqn) const {
+  auto it = host_auth.find(hostnqn);
+  return it == host_auth.end() ? nullptr : it->second;
+}
+
+std::map<std::string, std::shared_ptr<const HostAuth>, std::less<>> host_auth_of(const SubsystemConfig& config) {
+  std::map<std::string, std::shared_ptr<const HostAuth>, std::less<>> out;
+  for (const HostConfig& h : config.host_configs) {
+    if (!h.dhchap_key.key) continue;  // no secret (a key file is read by load_config)
+    auto a = std::make_shared<HostAuth>();
+    a->key = h.dhchap_key.key;
+    a->ctrl_key = h.dhchap_ctrl_key.key;
+    a->hashes = h.dhchap_hashes;
+    a->dh_groups = h.dhchap_dhgroups;
+    out.emplace(h.nqn, std::move(a));
+  }
+  return out;
+}
+
 Result<std::shared_ptr<Subsystem>> build_subsystem(const SubsystemConfig& config, uint64_t generation) {
   auto sub = std::make_shared<Subsystem>();
   sub->nqn = config.nqn;
@@ -79,6 +98,8 @@ Result<std::shared_ptr<Subsystem>> build_subsystem(const SubsystemConfig& config
   sub->model = config.model;
   sub->allow_any_host = config.allow_any_host;
   sub->hosts = config.hosts;
+  sub->require_authentication = config.require_authentication;
+  sub->host_auth = host_auth_of(config);
   auto table = std::make_shared<NamespaceTable>();
   table->generation = generation;
   for (const auto& nc : config.namespaces) {

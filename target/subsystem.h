@@ -10,13 +10,16 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "backend/backend.h"
+#include "protocol/auth.h"
 #include "protocol/result.h"
+#include "security/dhchap_key.h"
 #include "target/config.h"
 
 namespace rdmablk::target {
@@ -55,6 +58,18 @@ struct NamespaceTable {
   bool any_volatile_cache() const noexcept;
 };
 
+// A host's DH-HMAC-CHAP settings (from its HostConfig with a dhchap_key). Immutable: a reload makes new
+// ones, so a controller keeps the settings it connected with.
+struct HostAuth {
+  std::shared_ptr<const security::dhchap::DhchapKey> key;       // the host's secret
+  std::shared_ptr<const security::dhchap::DhchapKey> ctrl_key;  // null: no bidirectional authentication
+  std::vector<protocol::auth::HashId> hashes;                   // allowed, best first
+  std::vector<protocol::auth::DhGroupId> dh_groups;
+};
+
+// The authentication settings of every host of a subsystem config that has a secret, by host NQN.
+std::map<std::string, std::shared_ptr<const HostAuth>, std::less<>> host_auth_of(const SubsystemConfig& config);
+
 // The mutable state of a subsystem lives behind the core's control-path mutex.
 struct Subsystem {
   std::string nqn;
@@ -62,10 +77,14 @@ struct Subsystem {
   std::string model;
   bool allow_any_host = false;
   std::vector<std::string> hosts;
+  bool require_authentication = false;  // a host without a secret is refused
+  std::map<std::string, std::shared_ptr<const HostAuth>, std::less<>> host_auth;  // hosts with a secret
   std::shared_ptr<const NamespaceTable> table;  // replaced (never modified) on reload
   bool removed = false;                         // taken out by a reload
 
   bool host_allowed(std::string_view hostnqn) const noexcept;
+  // The host's authentication settings; nullptr when it has no secret.
+  std::shared_ptr<const HostAuth> auth_for(std::string_view hostnqn) const;
 };
 
 // Builds a subsystem (opening every namespace's backend) from its config.
