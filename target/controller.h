@@ -69,6 +69,9 @@ struct Controller {
   bool changed_overflow = false;
   // What its I/O queues that are gone completed (their live statistics are in CoreQueue::io_stats).
   stats::IoStatsSnapshot closed_io;
+  // The host's DH-HMAC-CHAP settings when it must authenticate (set at the admin Connect, then immutable):
+  // every queue of this controller authenticates with them. Null: no authentication required.
+  std::shared_ptr<const HostAuth> auth;
   std::string peer;                 // the admin queue's peer address ("10.0.0.2:53211")
   int64_t connected_unix_ms = 0;    // when the admin Connect succeeded (wall clock)
 

@@ -196,6 +196,10 @@ void TargetCore::on_command(TargetRequest& req) noexcept {
     handle_fabrics(q, req);
     return;
   }
+  if (q.auth && !q.authenticated && q.state != QueueState::unconnected) {
+    finish(req, kAuthRequired);  // DH-HMAC-CHAP first (nvmet_check_auth_status)
+    return;
+  }
   switch (q.state) {
     case QueueState::unconnected:
       finish(req, st::command_sequence_error);  // nothing but Connect before Connect
@@ -228,6 +232,9 @@ void TargetCore::on_data_ready(TargetRequest& req, Status status) noexcept {
     case Stage::write:
     case Stage::dsm:
       io_data_ready(q, req, status);
+      return;
+    case Stage::auth_send:
+      auth_send_with_data(q, req);
       return;
     case Stage::none:
       break;
@@ -447,6 +454,9 @@ Result<ReloadSummary> TargetCore::reload(const TargetConfig& config) {
         ++summary.host_lists_changed;
         disc_changed = true;
       }
+      // Authentication settings: new connections use them (connected controllers keep theirs).
+      sub.require_authentication = sc.require_authentication;
+      sub.host_auth = host_auth_of(sc);
       sub.model = sc.model;
       // Namespaces.
       const NamespaceTable& old = *sub.table;

@@ -18,7 +18,9 @@
 // stop the reactors before destroying it.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -36,16 +38,32 @@
 #include "target/subsystem.h"
 #include "transport/target_queue.h"
 
+namespace rdmablk::security::dhchap {
+class ControllerAuthSession;
+}
+
 namespace rdmablk::target {
 
 struct Controller;
 struct CoreQueue;
+
 struct NsChannel;
 struct NsSlot;
 class ReactorState;
 
+// What one host NQN may fail at DH-HMAC-CHAP before its Connects are refused for a while.
+struct AuthFailureLimits {
+  uint32_t max_failures = 10;                         // failed transactions within `window` ...
+  std::chrono::milliseconds window{60'000};
+  std::chrono::milliseconds block{300'000};           // ... refuse the host's Connects this long
+  uint32_t log_lines_per_second = 10;                 // failure log lines over all hosts; the rest are counted
+  // The clock (steady); tests move it by hand. Empty: std::chrono::steady_clock.
+  std::function<std::chrono::steady_clock::time_point()> now;
+};
+
 struct CoreOptions {
   std::string firmware_revision = "0.1.0";  // Identify FR and the firmware slot log, <= 8 characters
+  AuthFailureLimits auth_failures;
 };
 
 // What a reload changed (for the log line).
@@ -145,6 +163,17 @@ class TargetCore final : public transport::TargetQueueHandler {
   void property_get(CoreQueue& q, transport::TargetRequest& req) noexcept;
   void property_set(CoreQueue& q, transport::TargetRequest& req) noexcept;
 
+  // auth_commands.cpp (DH-HMAC-CHAP)
+  void auth_send(CoreQueue& q, transport::TargetRequest& req) noexcept;
+  void auth_send_with_data(CoreQueue& q, transport::TargetRequest& req) noexcept;
+  void auth_receive(CoreQueue& q, transport::TargetRequest& req) noexcept;
+  security::dhchap::ControllerAuthSession* auth_session(CoreQueue& q) noexcept;
+  // After a session step: marks the queue (un)authenticated, logs and counts a new failure.
+  void auth_step_done(CoreQueue& q, uint32_t transactions_before, bool failed_before) noexcept;
+  std::chrono::steady_clock::time_point auth_now() const;
+  // True (and logs once per block) while a host is refused for failing authentication too often. mu_ held.
+  bool auth_blocked_locked(const std::string& hostnqn);
+
   // admin_commands.cpp
   void handle_admin(CoreQueue& q, transport::TargetRequest& req) noexcept;
   void identify(CoreQueue& q, transport::TargetRequest& req) noexcept;
@@ -178,6 +207,16 @@ class TargetCore final : public transport::TargetQueueHandler {
   uint64_t discovery_genctr_ = 0;
   uint64_t table_generation_ = 1;
   std::string discovery_serial_;
+  // Failed authentications per host NQN (auth_commands.cpp).
+  struct AuthFailureRecord {
+    std::deque<std::chrono::steady_clock::time_point> recent;  // within the window
+    std::chrono::steady_clock::time_point blocked_until{};
+    bool block_logged = false;
+  };
+  std::map<std::string, AuthFailureRecord, std::less<>> auth_failures_;
+  std::chrono::steady_clock::time_point auth_log_second_{};
+  uint32_t auth_log_lines_ = 0;
+  uint64_t auth_log_suppressed_ = 0;
 
   static constexpr uint16_t kMinCntlidValue = 1;
   friend class ReactorState;

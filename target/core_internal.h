@@ -17,6 +17,7 @@
 #include "backend/backend.h"
 #include "protocol/command.h"
 #include "protocol/status.h"
+#include "security/dhchap_session.h"
 #include "target/controller.h"
 #include "target/core.h"
 #include "target/core_reactor.h"
@@ -150,6 +151,11 @@ struct CoreQueue {
   // Commands received and completed (relaxed single-writer counters): their difference is in flight.
   std::atomic<uint64_t> commands_received{0};
   std::atomic<uint64_t> commands_completed{0};
+  // DH-HMAC-CHAP (auth_commands.cpp), on the queue's reactor: `auth` is set when the host must authenticate
+  // this queue (the controller's settings); until `authenticated`, only fabrics commands run (nvmet).
+  std::shared_ptr<const HostAuth> auth;
+  std::unique_ptr<security::dhchap::ControllerAuthSession> auth_session;  // made by the first Auth Send
+  bool authenticated = false;
   std::shared_ptr<CoreQueue> self;  // keeps this alive until closed and drained
 };
 
@@ -161,7 +167,7 @@ struct CoreQueue {
 // Flush and Write Zeroes (op, slba, blocks, fua), one per non-empty range for a DSM deallocate, none for DSM
 // hints - parking the command on its channel while the backend queue is full; the last completion (or the
 // first refusal) completes it through TargetCore::io_request_done.
-enum class Stage : uint8_t { none, connect, write, dsm };
+enum class Stage : uint8_t { none, connect, write, dsm, auth_send };
 struct RequestState {
   NsChannel* channel;
   TargetRequest* next_parked;  // the next command waiting on channel->parked_head's list
@@ -188,6 +194,12 @@ inline RequestState& reset_request_state(TargetRequest& req) noexcept {
   return *new (req.core.data()) RequestState{};
 }
 inline CoreQueue& core_queue(TargetRequest& req) noexcept { return *static_cast<CoreQueue*>(req.queue->core_queue); }
+
+// Authentication Required (SCT 1h, SC 91h, DNR): a command other than a fabrics one on a queue that has not
+// authenticated yet (nvmet: NVME_SC_AUTH_REQUIRED | NVME_STATUS_DNR).
+inline constexpr Status kAuthRequired{protocol::StatusCodeType::command_specific, 0x91, true};
+// Connect response DW0 AUTHREQ (bits 31:16) ATR, bit 17 of DW0: the host must authenticate the queue.
+inline constexpr uint16_t kAuthreqAtr = 0x0002;
 
 // Fabrics commands want SGLs for their data and no fused operations (nvmet_req_init): Invalid Field otherwise.
 inline Status check_common_flags(const protocol::SqeHeader& h) noexcept {

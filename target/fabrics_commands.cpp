@@ -77,6 +77,17 @@ void TargetCore::handle_fabrics(CoreQueue& q, TargetRequest& req) noexcept {
     finish(req, st::command_sequence_error);
     return;
   }
+  // DH-HMAC-CHAP runs on every queue, before and after it authenticated (re-authentication).
+  if (fc.type() == FabricsType::authentication_send) {
+    if (q.ctrl) q.ctrl->touch_if_traffic_based();
+    auth_send(q, req);
+    return;
+  }
+  if (fc.type() == FabricsType::authentication_receive) {
+    if (q.ctrl) q.ctrl->touch_if_traffic_based();
+    auth_receive(q, req);
+    return;
+  }
   if (q.state == QueueState::admin) {
     if (q.ctrl) q.ctrl->touch_if_traffic_based();
     switch (fc.type()) {
@@ -90,7 +101,7 @@ void TargetCore::handle_fabrics(CoreQueue& q, TargetRequest& req) noexcept {
         break;
     }
   }
-  finish(req, st::invalid_opcode);  // Disconnect, authentication, properties on an I/O queue
+  finish(req, st::invalid_opcode);  // Disconnect, properties on an I/O queue
 }
 
 void TargetCore::connect_with_data(CoreQueue& q, TargetRequest& req) noexcept {
@@ -127,6 +138,7 @@ void TargetCore::admin_connect(CoreQueue& q, TargetRequest& req, const ConnectCo
   const uint32_t entries = cmd.queue_entries();  // 1..65536
   const auto sq_entries = static_cast<uint16_t>(entries);
   std::shared_ptr<Controller> ctrl;
+  std::shared_ptr<const HostAuth> auth;
   {
     std::lock_guard lock(mu_);
     std::shared_ptr<Subsystem> sub;
@@ -147,6 +159,17 @@ void TargetCore::admin_connect(CoreQueue& q, TargetRequest& req, const ConnectCo
       sub = it->second;
       if (!sub->host_allowed(data.hostnqn)) {
         spdlog::warn("connect from {}: host {} is not allowed on {}", peer, data.hostnqn, data.subnqn);
+        finish(req, st::connect_invalid_host, protocol::connect_invalid_param_result(true, kIpoHostnqn));
+        return;
+      }
+      auth = sub->auth_for(data.hostnqn);
+      if (!auth && sub->require_authentication) {
+        spdlog::warn("connect from {}: host {} has no DH-HMAC-CHAP secret and {} requires authentication", peer,
+                     data.hostnqn, data.subnqn);
+        finish(req, st::connect_invalid_host, protocol::connect_invalid_param_result(true, kIpoHostnqn));
+        return;
+      }
+      if (auth_blocked_locked(std::string(data.hostnqn))) {
         finish(req, st::connect_invalid_host, protocol::connect_invalid_param_result(true, kIpoHostnqn));
         return;
       }
@@ -181,18 +204,22 @@ void TargetCore::admin_connect(CoreQueue& q, TargetRequest& req, const ConnectCo
     ctrl->io_queue_table.resize(discovery ? 1 : limits_.max_io_queues + 1);
     ctrl->admin_queue = q.self;
     ctrl->aer_requests.reserve(kAsyncEventSlots);
+    ctrl->auth = auth;
     controllers_.emplace(cntlid, ctrl);
     start_keep_alive_locked(ctrl);
     q.state = QueueState::admin;
     q.qid = 0;
     q.sq_entries = sq_entries;
     q.ctrl = ctrl;
+    q.auth = auth;
   }
   q.tq->set_connected(0, sq_entries);
   cancel_connect_timer(q);
-  spdlog::info("controller {} created for {} on {} from {} (kato {} ms)", ctrl->cntlid, ctrl->hostnqn,
-               discovery ? std::string(protocol::kDiscoveryNqn) : ctrl->subsys->nqn, peer, ctrl->kato_ms);
-  finish(req, st::success, protocol::connect_success_result(ctrl->cntlid));
+  spdlog::info("controller {} created for {} on {} from {} (kato {} ms{})", ctrl->cntlid, ctrl->hostnqn,
+               discovery ? std::string(protocol::kDiscoveryNqn) : ctrl->subsys->nqn, peer, ctrl->kato_ms,
+               auth ? ", DH-HMAC-CHAP required" : "");
+  // AUTHREQ.ATR: the host must authenticate before anything but fabrics commands runs (nvmet_connect_result).
+  finish(req, st::success, protocol::connect_success_result(ctrl->cntlid, auth ? kAuthreqAtr : 0));
 }
 
 void TargetCore::io_connect(CoreQueue& q, TargetRequest& req, const ConnectCommand& cmd,
@@ -218,6 +245,10 @@ void TargetCore::io_connect(CoreQueue& q, TargetRequest& req, const ConnectComma
     }
     auto sub = sit->second;
     if (!sub->host_allowed(data.hostnqn)) {
+      finish(req, st::connect_invalid_host, protocol::connect_invalid_param_result(true, kIpoHostnqn));
+      return;
+    }
+    if (auth_blocked_locked(std::string(data.hostnqn))) {
       finish(req, st::connect_invalid_host, protocol::connect_invalid_param_result(true, kIpoHostnqn));
       return;
     }
@@ -253,12 +284,13 @@ void TargetCore::io_connect(CoreQueue& q, TargetRequest& req, const ConnectComma
     q.sq_entries = sq_entries;
     q.ctrl = ctrl;
     q.view = q.rs->view(sub, sub->table);
+    q.auth = ctrl->auth;  // every I/O queue authenticates too, with the controller's settings
   }
   q.tq->set_connected(qid, sq_entries);
   cancel_connect_timer(q);
   ctrl->touch_if_traffic_based();
   spdlog::debug("controller {}: I/O queue {} ({} entries) from {}", ctrl->cntlid, qid, sq_entries, peer);
-  finish(req, st::success, protocol::connect_success_result(ctrl->cntlid));
+  finish(req, st::success, protocol::connect_success_result(ctrl->cntlid, q.auth ? kAuthreqAtr : 0));
 }
 
 void TargetCore::property_get(CoreQueue& q, TargetRequest& req) noexcept {

@@ -320,9 +320,9 @@ T from_bytes(const std::vector<uint8_t>& data, std::size_t offset = 0) {
 // Target core + one fake reactor + helpers for the Linux host's bring-up sequence.
 class CoreHarness {
  public:
-  explicit CoreHarness(TargetConfig config = test_config()) : config_(std::move(config)) {
+  explicit CoreHarness(TargetConfig config = test_config(), CoreOptions options = {}) : config_(std::move(config)) {
     spdlog::set_level(spdlog::level::err);  // the core logs every connect; keep test output readable
-    auto core = TargetCore::create(config_, {&reactor});
+    auto core = TargetCore::create(config_, {&reactor}, std::move(options));
     EXPECT_TRUE(core) << (core ? "" : core.error().message);
     if (core) core_ = std::move(*core);
   }
