@@ -39,6 +39,7 @@ struct ConnectionDefaults {
   uint32_t kato_ms = 5000;
   bool header_digest = false;
   bool data_digest = false;
+  DhchapSettings dhchap;  // -S/-C: used when a controller requires authentication
   QueueConnector connector;
 };
 

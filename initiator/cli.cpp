@@ -146,6 +146,7 @@ int cli_main(int argc, const char* const* argv, const CliEnv& env) {
   std::vector<cli::Command> commands;
   cli::add_fabrics_commands(app, env, commands);
   cli::add_attach_commands(app, env, commands);
+  cli::add_key_commands(app, env, commands);
 
   try {
     app.parse(argc, argv);
@@ -214,6 +215,7 @@ int cli_main(int argc, const char* const* argv, const CliEnv& env) {
   if (!bench_flags.traddr.empty() && bench_flags.nqn.empty()) return fail("-a/--traddr given without -n/--nqn", 2);
   ro.connection.host = r->host;
   ro.connection.kato_ms = r->kato_ms;
+  ro.connection.dhchap = r->dhchap;
   ro.connection.connector = env.connector;
   ro.progress = env.progress_tty;
   auto when = std::chrono::system_clock::now();

@@ -14,6 +14,11 @@ void add_connection_flags(CLI::App* app, ConnFlags& f, bool need_addr, bool need
   app->add_option("-q,--hostnqn", f.hostnqn, "host NQN (default: /etc/nvme/hostnqn, else generated)");
   app->add_option("--hostid", f.hostid, "host identifier, a UUID (default: /etc/nvme/hostid, else derived)");
   app->add_option("--kato", f.kato_s, "keep-alive timeout in seconds (0 = off)");
+  app->add_option("-S,--dhchap-secret", f.dhchap_secret,
+                  "DH-HMAC-CHAP host secret (DHHC-1:XX:...:, see gen-dhchap-key), used when the controller "
+                  "requires authentication");
+  app->add_option("-C,--dhchap-ctrl-secret", f.dhchap_ctrl_secret,
+                  "DH-HMAC-CHAP controller secret: the controller must prove it knows it (bidirectional)");
 }
 
 Result<Resolved> resolve(const ConnFlags& f, uint16_t default_port, uint32_t default_kato_ms, const CliEnv& env) {
@@ -33,6 +38,9 @@ Result<Resolved> resolve(const ConnFlags& f, uint16_t default_port, uint32_t def
   if (!host) return tl::unexpected(host.error());
   r.host = *host;
   r.kato_ms = f.kato_s ? *f.kato_s * 1000u : default_kato_ms;
+  auto dhchap = make_dhchap_settings(f.dhchap_secret, f.dhchap_ctrl_secret);
+  if (!dhchap) return tl::unexpected(dhchap.error());
+  r.dhchap = std::move(*dhchap);
   return r;
 }
 
@@ -42,6 +50,7 @@ ControllerOptions controller_options(const Resolved& r, std::string subnqn, cons
   o.subnqn = std::move(subnqn);
   o.host = r.host;
   o.kato_ms = r.kato_ms;
+  o.dhchap = r.dhchap;
   o.connector = env.connector;
   return o;
 }

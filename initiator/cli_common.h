@@ -15,7 +15,8 @@
 
 namespace rdmablk::initiator::cli {
 
-// The nvme-cli connection flags: -t -a -s -n -q --hostid --kato.
+// The nvme-cli connection flags: -t -a -s -n -q --hostid --kato, and DH-HMAC-CHAP's -S/--dhchap-secret and
+// -C/--dhchap-ctrl-secret (nvme-cli's letters; ours -s/-c are other flags, CLI11 tells case apart).
 struct ConnFlags {
   std::string transport = "tcp";
   std::string traddr;
@@ -24,6 +25,8 @@ struct ConnFlags {
   std::string hostnqn;
   std::string hostid;
   std::optional<unsigned> kato_s;
+  std::string dhchap_secret;       // "DHHC-1:..." text; never printed
+  std::string dhchap_ctrl_secret;  // bidirectional authentication; never printed
 };
 
 void add_connection_flags(CLI::App* app, ConnFlags& f, bool need_addr, bool need_nqn);
@@ -32,9 +35,10 @@ struct Resolved {
   transport::TransportAddress address;
   HostIdentity host;
   uint32_t kato_ms = 0;
+  DhchapSettings dhchap;  // parsed secrets (empty when not given)
 };
 
-// Flags -> address (default port when -s is absent), host identity, KATO.
+// Flags -> address (default port when -s is absent), host identity, KATO, DH-HMAC-CHAP secrets (checked).
 Result<Resolved> resolve(const ConnFlags& f, uint16_t default_port, uint32_t default_kato_ms, const CliEnv& env);
 ControllerOptions controller_options(const Resolved& r, std::string subnqn, const CliEnv& env);
 
@@ -64,5 +68,6 @@ int report_error(const CliEnv& env, const std::string& message, int code = 1);
 // Subcommand groups (flag storage lives in the closures).
 void add_fabrics_commands(CLI::App& app, const CliEnv& env, std::vector<Command>& out);  // cli_fabrics.cpp
 void add_attach_commands(CLI::App& app, const CliEnv& env, std::vector<Command>& out);   // cli_attach.cpp
+void add_key_commands(CLI::App& app, const CliEnv& env, std::vector<Command>& out);      // cli_keys.cpp
 
 }  // namespace rdmablk::initiator::cli

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <systemd/sd-id128.h>
 
+#include "security/dhchap_session.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -127,6 +129,38 @@ Result<HostIdentity> resolve_host_identity(std::optional<std::string> hostnqn, s
 }
 
 // ---------------------------------------------------------------------------------------------------------
+// DH-HMAC-CHAP settings
+// ---------------------------------------------------------------------------------------------------------
+
+Result<std::shared_ptr<const security::dhchap::DhchapKey>> parse_dhchap_secret(std::string_view text,
+                                                                                std::string_view what) {
+  auto key = security::dhchap::DhchapKey::parse(text);
+  if (!key) return make_error(fmt::format("invalid {}: {}", what, key.error().message), EINVAL);
+  return std::make_shared<const security::dhchap::DhchapKey>(std::move(*key));
+}
+
+Result<DhchapSettings> make_dhchap_settings(std::string_view secret, std::string_view ctrl_secret,
+                                            std::string_view secret_what, std::string_view ctrl_secret_what) {
+  DhchapSettings s;
+  if (!ctrl_secret.empty() && secret.empty()) {
+    return make_error(fmt::format("{} needs {} (bidirectional authentication proves the host first)",
+                                  ctrl_secret_what, secret_what),
+                      EINVAL);
+  }
+  if (!secret.empty()) {
+    auto k = parse_dhchap_secret(secret, secret_what);
+    if (!k) return tl::unexpected(k.error());
+    s.secret = std::move(*k);
+  }
+  if (!ctrl_secret.empty()) {
+    auto k = parse_dhchap_secret(ctrl_secret, ctrl_secret_what);
+    if (!k) return tl::unexpected(k.error());
+    s.ctrl_secret = std::move(*k);
+  }
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------------------------
 // Errors
 // ---------------------------------------------------------------------------------------------------------
 
@@ -137,6 +171,11 @@ std::string describe_status(Status s) {
 
 namespace {
 
+// Connect response DW0 AUTHREQ (include/linux/nvme.h NVME_CONNECT_AUTHREQ_*): authentication required,
+// and secure channel concatenation required.
+constexpr uint32_t kAuthreqAtr = 1u << 17;
+constexpr uint32_t kAuthreqAscr = 1u << 18;
+
 std::string command_name(const Sqe& sqe, bool admin) {
   if (sqe.hdr.opcode == protocol::kFabricsOpcode) {
     auto f = protocol::as<protocol::FabricsCommand>(sqe);
@@ -145,6 +184,8 @@ std::string command_name(const Sqe& sqe, bool admin) {
       case protocol::FabricsType::property_get: return "Property Get";
       case protocol::FabricsType::property_set: return "Property Set";
       case protocol::FabricsType::disconnect: return "Disconnect";
+      case protocol::FabricsType::authentication_send: return "Authentication Send";
+      case protocol::FabricsType::authentication_receive: return "Authentication Receive";
       default: return fmt::format("fabrics command {:#04x}", f.fctype);
     }
   }
@@ -304,10 +345,97 @@ Result<void> Controller::do_connect(HostQueue& queue, SyncSlot& slot, uint16_t q
     return make_error(std::move(msg), ECONNREFUSED);
   }
   if (qid == 0) cntlid_ = protocol::connect_result_cntlid(out.cqe.dw0.get());
-  if ((out.cqe.dw0.get() >> 16) & 0x3) {
-    return make_error(what + ": the controller requires authentication, which rdmablk does not support", EACCES);
+  const uint32_t dw0 = out.cqe.dw0.get();
+  if (dw0 & kAuthreqAscr) {
+    // The kernel host refuses it too unless asked for TLS concatenation (opts->concat).
+    return make_error(what + ": the controller requires secure channel concatenation (TLS set up by the "
+                             "authentication), which rdmablk does not support",
+                      EOPNOTSUPP);
   }
+  if (dw0 & kAuthreqAtr) return authenticate(queue, slot, qid);
   return {};
+}
+
+Result<void> Controller::authenticate(HostQueue& queue, SyncSlot& slot, uint16_t qid) {
+  namespace auth = protocol::auth;
+  namespace dh = security::dhchap;
+  const std::string what = fmt::format("{}: qid {}", where(), qid);
+  if (!opts_.dhchap.secret) {
+    return make_error(what + ": controller requires authentication: pass --dhchap-secret", EACCES);
+  }
+  dh::HostAuthParams params;
+  params.host_key = opts_.dhchap.secret.get();
+  params.ctrl_key = opts_.dhchap.ctrl_secret.get();
+  params.host_nqn = opts_.host.hostnqn;
+  params.subsys_nqn = opts_.subnqn;
+  if (!opts_.dhchap.hashes.empty()) params.hashes = opts_.dhchap.hashes;
+  if (!opts_.dhchap.dh_groups.empty()) params.dh_groups = opts_.dhchap.dh_groups;
+  params.t_id = qid;  // as the kernel host
+  auto session = dh::HostAuthSession::create(params);
+  if (!session) return make_error(what + ": " + session.error().message, EINVAL);
+
+  std::vector<uint8_t> buffer;
+  std::optional<auth::MessageId> last_received;  // tells a wrong controller response from other failures
+  // Negotiate, Reply, Success2/Failure2 sent and Challenge, Success1/Failure1 received: a bound on the loop
+  // against a session that would never finish.
+  for (int round = 0; round < 16; ++round) {
+    dh::HostStep step = session->step();
+    switch (step.kind) {
+      case dh::HostStep::Kind::succeeded:
+        return {};
+      case dh::HostStep::Kind::failed: {
+        const dh::AuthFailure& f = step.failure;
+        if (f.by_peer) {
+          return make_error(fmt::format("{}: authentication failed: the controller answered AUTH_Failure1 ({})", what,
+                                        auth::to_string(f.explanation)),
+                            EACCES);
+        }
+        if (session->bidirectional() && last_received == auth::MessageId::success1 &&
+            f.explanation == auth::FailureExplanation::failed) {
+          return make_error(fmt::format("{}: controller authentication failed: {} (AUTH_Failure2 sent)", what, f.what),
+                            EACCES);
+        }
+        return make_error(fmt::format("{}: authentication failed: {} ({})", what, f.what, auth::to_string(f.explanation)),
+                          EACCES);
+      }
+      case dh::HostStep::Kind::send: {
+        // The session's message stays valid until the next call on it; the transport may read it until
+        // the command completes, so it goes out from our own copy.
+        buffer.assign(step.message.begin(), step.message.end());
+        const bool failure2 = buffer.size() > 1 && buffer[1] == static_cast<uint8_t>(auth::MessageId::failure2);
+        auto cmd = auth::make_authentication_send(0, static_cast<uint32_t>(buffer.size()), protocol::SglDescriptor{});
+        auto out = run_sync(queue, slot, protocol::to_sqe(cmd), buffer, DataDirection::host_to_controller,
+                            opts_.command_timeout);
+        bool ok = out.failure == SyncFailure::none && out.cqe.get_status().ok();
+        // Failure2 is a courtesy to the controller: the reason that made us send it is what matters.
+        if (ok || failure2) {
+          session->sent();
+          continue;
+        }
+        return make_error(fmt::format("{}: Authentication Send {}", what,
+                                      out.failure != SyncFailure::none ? out.message
+                                                                       : "failed: " + describe_status(out.cqe.get_status())),
+                          out.failure != SyncFailure::none ? ECONNRESET : EACCES);
+      }
+      case dh::HostStep::Kind::receive: {
+        buffer.assign(std::min<uint32_t>(step.receive_length, auth::kMaxTransferLength), 0);
+        auto cmd = auth::make_authentication_receive(0, static_cast<uint32_t>(buffer.size()), protocol::SglDescriptor{});
+        auto out = run_sync(queue, slot, protocol::to_sqe(cmd), buffer, DataDirection::controller_to_host,
+                            opts_.command_timeout);
+        if (out.failure != SyncFailure::none) {
+          return make_error(fmt::format("{}: Authentication Receive {}", what, out.message), ECONNRESET);
+        }
+        if (!out.cqe.get_status().ok()) {
+          return make_error(fmt::format("{}: Authentication Receive failed: {}", what, describe_status(out.cqe.get_status())),
+                            EACCES);
+        }
+        if (auto h = auth::decode_header(buffer); h) last_received = h->auth_id;
+        session->received(buffer);
+        continue;
+      }
+    }
+  }
+  return make_error(what + ": authentication did not finish", EPROTO);
 }
 
 Result<uint64_t> Controller::property_get(uint32_t offset, bool eight_bytes) {

@@ -27,6 +27,7 @@
 #include <string_view>
 #include <vector>
 
+#include "protocol/auth.h"
 #include "protocol/command.h"
 #include "protocol/completion.h"
 #include "protocol/fabrics.h"
@@ -35,6 +36,7 @@
 #include "protocol/properties.h"
 #include "protocol/result.h"
 #include "protocol/status.h"
+#include "security/dhchap_key.h"
 #include "transport/host_queue.h"
 
 namespace rdmablk::initiator {
@@ -82,6 +84,26 @@ using QueueConnector =
 // ---------------------------------------------------------------------------------------------------------
 // Options and results
 // ---------------------------------------------------------------------------------------------------------
+
+// DH-HMAC-CHAP in-band authentication (NVMe Base 2.0 8.13, TP 8006), run on a queue whose Connect response
+// asks for it (AUTHREQ ATR), as the Linux host does: on the admin queue and on every I/O queue, t_id = qid.
+// The keys are shared (ControllerOptions is copied; the secret is held once, cleansed when freed).
+struct DhchapSettings {
+  std::shared_ptr<const security::dhchap::DhchapKey> secret;       // host secret (--dhchap-secret); null: none
+  std::shared_ptr<const security::dhchap::DhchapKey> ctrl_secret;  // bidirectional (--dhchap-ctrl-secret)
+  std::vector<protocol::auth::HashId> hashes;       // offered, best first; empty: all, in the kernel's order
+  std::vector<protocol::auth::DhGroupId> dh_groups;  // offered, best first; empty: all, in the kernel's order
+};
+
+// "DHHC-1:..." text -> a shared key; the error names `what` (the flag or key) and never quotes the text.
+Result<std::shared_ptr<const security::dhchap::DhchapKey>> parse_dhchap_secret(std::string_view text,
+                                                                                std::string_view what);
+// Both secrets at once: a controller secret needs a host secret (bidirectional authentication proves
+// the host first). Empty strings mean "not given".
+Result<DhchapSettings> make_dhchap_settings(std::string_view secret, std::string_view ctrl_secret,
+                                            std::string_view secret_what = "--dhchap-secret",
+                                            std::string_view ctrl_secret_what = "--dhchap-ctrl-secret");
+
 struct ControllerOptions {
   transport::TransportAddress address;
   std::string subnqn;                       // the discovery NQN for a discovery controller
@@ -96,6 +118,7 @@ struct ControllerOptions {
   std::chrono::milliseconds command_timeout{10000};
   std::chrono::milliseconds connect_timeout{5000};
   std::chrono::microseconds io_busy_poll{0};  // I/O queues: HostQueueOptions::busy_poll
+  DhchapSettings dhchap;                    // used only when a queue's Connect response requires it
   QueueConnector connector;                 // required
 };
 
@@ -238,6 +261,8 @@ class Controller {
   Result<void> wait_ready(bool ready, std::chrono::milliseconds timeout);
   Result<void> do_connect(transport::HostQueue& queue, detail::SyncSlot& slot, uint16_t qid, uint16_t entries,
                           uint32_t kato_ms);
+  // The DH-HMAC-CHAP transaction on a queue whose Connect asked for it (t_id = qid).
+  Result<void> authenticate(transport::HostQueue& queue, detail::SyncSlot& slot, uint16_t qid);
   tl::unexpected<Error> fail(std::string message, int errno_value = 0);
   static void on_keep_alive(transport::HostCommand& cmd, const protocol::Cqe& cqe) noexcept;
 
