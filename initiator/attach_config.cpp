@@ -1,6 +1,8 @@
 #include "initiator/attach_config.h"
 
 #include <arpa/inet.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -16,6 +18,7 @@
 #include "config/yaml_diagnostics.h"
 #include "initiator/controller.h"
 #include "protocol/fabrics.h"
+#include "security/dhchap_key.h"
 
 namespace rdmablk::initiator {
 
@@ -37,9 +40,12 @@ using config::in_quotes;
 using config::location_of;
 using config::Mapping;
 
-constexpr std::array<std::string_view, 13> kKeys = {
-    "transport", "address",      "port",       "nqn",           "nsid",            "mode",          "hostnqn",
-    "hostid",    "nr_io_queues", "queue_size", "ctrl_loss_tmo", "reconnect_delay", "keep_alive_tmo",
+constexpr std::array<std::string_view, 17> kKeys = {
+    "transport",          "address",      "port",          "nqn",
+    "nsid",               "mode",         "hostnqn",       "hostid",
+    "nr_io_queues",       "queue_size",   "ctrl_loss_tmo", "reconnect_delay",
+    "keep_alive_tmo",     "dhchap_secret", "dhchap_secret_file", "dhchap_ctrl_secret",
+    "dhchap_ctrl_secret_file",
 };
 
 // An IPv4/IPv6 literal (brackets allowed around IPv6) or a DNS host name (RFC 1123), which the
@@ -83,6 +89,10 @@ class Parser : public config::Reader {
     if (const Field* f = m.find(name)) out = static_cast<T>(integer(*f, min, max));
   }
 
+  // `key` (the secret itself) or `key`_file (a file holding it): at most one; "" when neither. The
+  // secret is checked as a DHHC-1 key and never quoted.
+  std::string secret(const Mapping& m, std::string_view key) const;
+
   void check_nqn(const Field& f, const std::string& nqn) const {
     auto form = protocol::decode_nqn(nqn);
     if (!form) {
@@ -92,6 +102,45 @@ class Parser : public config::Reader {
     }
   }
 };
+
+std::string Parser::secret(const Mapping& m, std::string_view key) const {
+  const std::string file_key = std::string(key) + "_file";
+  const Field* inline_value = m.find(key);
+  const Field* file = m.find(file_key);
+  if (inline_value && file) {
+    fail(file->key_at, file->path, fmt::format("give {} or {}, not both", key, file_key));
+  }
+  std::string text;
+  const Field* where = inline_value ? inline_value : file;
+  if (inline_value) text = string_value(*inline_value, "a DHHC-1 secret");
+  if (file) {
+    std::string path = string_value(*file, "the path of a file holding a DHHC-1 secret");
+    if (path.front() != '/') fail(file->value_at, file->path, in_quotes(path) + " is not an absolute path");
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) {
+      fail(file->value_at, file->path, fmt::format("cannot read {}: {}", path, std::strerror(errno)));
+    }
+    if (!S_ISREG(st.st_mode)) fail(file->value_at, file->path, path + " is not a regular file");
+    // The secret authenticates this host: a file every user can read gives it away.
+    if (st.st_mode & S_IROTH) {
+      fail(file->value_at, file->path,
+           fmt::format("{} is readable by every user (mode {:04o}): chmod o-rwx (e.g. 0600)", path, st.st_mode & 07777));
+    }
+    std::ifstream in(path, std::ios::binary);
+    std::ostringstream content;
+    if (in) content << in.rdbuf();
+    if (!in || in.bad()) fail(file->value_at, file->path, fmt::format("cannot read {}: {}", path, std::strerror(errno)));
+    text = content.str();
+    // A file usually ends with a newline: the key is its first line.
+    text = text.substr(0, text.find_first_of("\r\n"));
+  }
+  if (where) {
+    if (auto k = security::dhchap::DhchapKey::parse(text); !k) {
+      fail(where->value_at, where->path, k.error().message);
+    }
+  }
+  return text;
+}
 
 constexpr int64_t kMaxNsid = 0xFFFFFFFE;
 constexpr int64_t kMaxKeepAlive = UINT32_MAX / 1000;  // seconds: KATO is a 32-bit count of milliseconds
@@ -142,6 +191,14 @@ AttachConfig Parser::parse() {
   optional_integer(top, "ctrl_loss_tmo", config.ctrl_loss_tmo_s, -1, INT_MAX);
   optional_integer(top, "reconnect_delay", config.reconnect_delay_s, 1, kAttachMaxReconnectDelay);
   optional_integer(top, "keep_alive_tmo", config.keep_alive_tmo_s, 0, kMaxKeepAlive);
+
+  config.dhchap_secret = secret(top, "dhchap_secret");
+  config.dhchap_ctrl_secret = secret(top, "dhchap_ctrl_secret");
+  if (!config.dhchap_ctrl_secret.empty() && config.dhchap_secret.empty()) {
+    const Field* f = top.find("dhchap_ctrl_secret");
+    if (!f) f = top.find("dhchap_ctrl_secret_file");
+    fail(f->key_at, f->path, "needs dhchap_secret (or dhchap_secret_file): bidirectional authentication proves the host first");
+  }
 
   return config;
 }

@@ -41,6 +41,11 @@ struct AttachConfig {
   int ctrl_loss_tmo_s = 600;              // give up reconnecting after this long; -1 = retry forever
   unsigned reconnect_delay_s = 10;        // between reconnect attempts, >= 1
   unsigned keep_alive_tmo_s = 5;          // Connect KATO; 0 = no keep-alive
+  // DH-HMAC-CHAP secrets (DHHC-1 text, checked), from `dhchap_secret` / `dhchap_ctrl_secret` or read from
+  // `dhchap_secret_file` / `dhchap_ctrl_secret_file` (an absolute path to a file that is not world-readable).
+  // Empty: none. Never printed.
+  std::string dhchap_secret;
+  std::string dhchap_ctrl_secret;
   std::string source;                     // the file name used in messages
 };
 

@@ -52,7 +52,8 @@ struct DetachFlags {
 Result<AttachConfig> attach_config_from(const AttachFlags& f, const CLI::App& app) {
   if (!f.config.empty()) {
     for (const char* flag : {"--traddr", "--nqn", "--trsvcid", "--nsid", "--userspace", "--nr-io-queues",
-                             "--queue-size", "--ctrl-loss-tmo", "--reconnect-delay", "--keep-alive-tmo", "--kato"}) {
+                             "--queue-size", "--ctrl-loss-tmo", "--reconnect-delay", "--keep-alive-tmo", "--kato",
+                             "--dhchap-secret", "--dhchap-ctrl-secret"}) {
       if (app.count(flag) != 0) {
         return make_error(fmt::format("{} and --config both given: the config file says where to attach", flag));
       }
@@ -79,6 +80,11 @@ Result<AttachConfig> attach_config_from(const AttachFlags& f, const CLI::App& ap
   c.mode = AttachConfig::Mode::userspace;
   if (!f.conn.hostnqn.empty()) c.hostnqn = f.conn.hostnqn;
   if (!f.conn.hostid.empty()) c.hostid = f.conn.hostid;
+  if (auto d = make_dhchap_settings(f.conn.dhchap_secret, f.conn.dhchap_ctrl_secret); !d) {
+    return tl::unexpected(d.error());
+  }
+  c.dhchap_secret = f.conn.dhchap_secret;
+  c.dhchap_ctrl_secret = f.conn.dhchap_ctrl_secret;
   const Tuning& t = f.tuning;
   // The limits a config file has (initiator/attach_config.h).
   if (t.nr_io_queues && *t.nr_io_queues > kAttachMaxIoQueues) {
@@ -177,6 +183,9 @@ int serve_userspace(const AttachConfig& c, const CliEnv& env, int ready_fd, bool
   o.controller.subnqn = c.subnqn;
   o.controller.host = *host;
   o.controller.kato_ms = c.keep_alive_tmo_s * 1000;
+  auto dhchap = make_dhchap_settings(c.dhchap_secret, c.dhchap_ctrl_secret, "dhchap_secret", "dhchap_ctrl_secret");
+  if (!dhchap) return fail(dhchap.error().message, 2);
+  o.controller.dhchap = std::move(*dhchap);
   o.controller.connector = env.connector;
   o.nsid = c.nsid;
   o.io_queues = c.nr_io_queues;
@@ -236,6 +245,8 @@ int serve_kernel(const AttachConfig& c, const CliEnv& env) {
   p.nqn = c.subnqn;
   p.hostnqn = host->hostnqn;
   p.hostid = format_uuid(host->hostid);
+  p.dhchap_secret = c.dhchap_secret;
+  p.dhchap_ctrl_secret = c.dhchap_ctrl_secret;
   if (c.nr_io_queues != 0) p.nr_io_queues = c.nr_io_queues;
   p.queue_size = c.queue_size;
   p.ctrl_loss_tmo = c.ctrl_loss_tmo_s;

@@ -42,6 +42,8 @@ KernelConnectParams connect_params(const ConnFlags& f, const Resolved& r, const 
   p.nqn = std::move(nqn);
   p.hostnqn = r.host.hostnqn;
   p.hostid = format_uuid(r.host.hostid);
+  p.dhchap_secret = f.dhchap_secret;  // checked by resolve()
+  p.dhchap_ctrl_secret = f.dhchap_ctrl_secret;
   p.nr_io_queues = t.nr_io_queues;
   p.queue_size = t.queue_size;
   p.ctrl_loss_tmo = t.ctrl_loss_tmo;

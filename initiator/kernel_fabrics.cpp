@@ -14,6 +14,7 @@
 #include <set>
 #include <thread>
 
+#include "initiator/controller.h"
 #include "protocol/fabrics.h"
 
 namespace rdmablk::initiator {
@@ -136,6 +137,8 @@ Result<std::string> build_connect_options(const KernelConnectParams& p) {
   }
   if (p.reconnect_delay && *p.reconnect_delay == 0) return make_error("reconnect_delay must be at least 1 second");
   if (p.ctrl_loss_tmo && *p.ctrl_loss_tmo < -1) return make_error("ctrl_loss_tmo must be -1 (forever) or more");
+  // The secrets are checked as keys (which also keeps ',' and newlines out) and never quoted.
+  if (auto d = make_dhchap_settings(p.dhchap_secret, p.dhchap_ctrl_secret); !d) return tl::unexpected(d.error());
 
   std::string s;
   Result<void> bad;
@@ -154,6 +157,10 @@ Result<std::string> build_connect_options(const KernelConnectParams& p) {
   add("hostnqn", p.hostnqn);
   add("hostid", p.hostid);
   if (!bad) return tl::unexpected(bad.error());
+  // A key file's trailing newline would end the kernel's option string early.
+  auto trimmed = [](std::string_view v) { return v.substr(0, v.find_last_not_of(" \t\r\n") + 1); };
+  if (!p.dhchap_secret.empty()) s += fmt::format(",dhchap_secret={}", trimmed(p.dhchap_secret));
+  if (!p.dhchap_ctrl_secret.empty()) s += fmt::format(",dhchap_ctrl_secret={}", trimmed(p.dhchap_ctrl_secret));
   add_num("nr_io_queues", p.nr_io_queues);
   add_num("queue_size", p.queue_size);
   add_num("keep_alive_tmo", p.keep_alive_tmo);
@@ -213,6 +220,11 @@ std::string describe_connect_errno(int err, const KernelConnectParams& p) {
       break;
     case ENOKEY:
       what = "no key for authentication / TLS";
+      break;
+    case EKEYREJECTED:
+      what = p.dhchap_secret.empty()
+                 ? "authentication failed: the controller requires authentication (pass --dhchap-secret)"
+                 : "authentication failed (wrong --dhchap-secret, or the controller failed --dhchap-ctrl-secret)";
       break;
     case EIO:
     case ETIMEDOUT:

@@ -31,6 +31,8 @@ struct KernelConnectParams {
   std::string nqn;  // subsystem NQN
   std::string hostnqn;
   std::string hostid;  // UUID text
+  std::string dhchap_secret;       // DHHC-1 host secret (nvme-cli --dhchap-secret); never in messages
+  std::string dhchap_ctrl_secret;  // DHHC-1 controller secret (--dhchap-ctrl-secret); never in messages
   std::optional<unsigned> nr_io_queues;
   std::optional<unsigned> queue_size;
   std::optional<unsigned> keep_alive_tmo;   // seconds
@@ -38,10 +40,13 @@ struct KernelConnectParams {
   std::optional<int> ctrl_loss_tmo;         // seconds; -1 = reconnect forever
 };
 
-// "nqn=...,transport=...,traddr=...,trsvcid=...,hostnqn=...,hostid=...,nr_io_queues=N,queue_size=N,
-// keep_alive_tmo=S,reconnect_delay=S,ctrl_loss_tmo=S", in libnvme's order (build_options()). Rejects a
-// missing or unknown transport, a missing address or NQN, an invalid NQN, values the kernel's option parser
-// would split (',' '=' or a newline) and numbers outside the kernel's accepted ranges.
+// "nqn=...,transport=...,traddr=...,trsvcid=...,hostnqn=...,hostid=...,dhchap_secret=...,
+// dhchap_ctrl_secret=...,nr_io_queues=N,queue_size=N,keep_alive_tmo=S,reconnect_delay=S,ctrl_loss_tmo=S", in
+// libnvme's order (build_options()). Rejects a missing or unknown transport, a missing address or NQN, an
+// invalid NQN, values the kernel's option parser would split (',' '=' or a newline; a secret may hold the
+// base64 '=' padding, the kernel takes the rest of the option after the first '='), a secret that is not a
+// valid DHHC-1 key (without quoting it), a controller secret without a host secret and numbers outside the
+// kernel's accepted ranges.
 Result<std::string> build_connect_options(const KernelConnectParams& p);
 
 // The kernel's reply to a connect: "instance=N,cntlid=M\n" (the controller is /dev/nvmeN).
