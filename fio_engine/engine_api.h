@@ -23,6 +23,8 @@ struct rdmablk_fio_options {
   const char *subnqn;
   const char *hostnqn;   /* default /etc/nvme/hostnqn, else generated (as nvme-cli) */
   const char *hostid;
+  const char *dhchap_secret;      /* DH-HMAC-CHAP host secret (DHHC-1:...), used when the controller asks */
+  const char *dhchap_ctrl_secret; /* bidirectional: the controller's secret */
   unsigned nsid;         /* 0 = from the filename, else 1 */
   unsigned hdgst;        /* NVMe/TCP header digest */
   unsigned ddgst;        /* NVMe/TCP data digest */

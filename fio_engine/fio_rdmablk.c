@@ -38,6 +38,8 @@ struct rdmablk_eo {
 	char *subnqn;
 	char *hostnqn;
 	char *hostid;
+	char *dhchap_secret;
+	char *dhchap_ctrl_secret;
 	unsigned int nsid;
 	unsigned int hdgst;
 	unsigned int ddgst;
@@ -99,6 +101,24 @@ static struct fio_option options[] = {
 		.type = FIO_OPT_STR_STORE,
 		.off1 = offsetof(struct rdmablk_eo, hostid),
 		.help = "Host identifier, a UUID (default /etc/nvme/hostid, else derived)",
+		.category = FIO_OPT_C_ENGINE,
+		.group = FIO_OPT_G_INVALID,
+	},
+	{
+		.name = "dhchap_secret",
+		.lname = "DH-HMAC-CHAP host secret",
+		.type = FIO_OPT_STR_STORE,
+		.off1 = offsetof(struct rdmablk_eo, dhchap_secret),
+		.help = "DH-HMAC-CHAP host secret (DHHC-1:XX:...:), used when the controller requires authentication",
+		.category = FIO_OPT_C_ENGINE,
+		.group = FIO_OPT_G_INVALID,
+	},
+	{
+		.name = "dhchap_ctrl_secret",
+		.lname = "DH-HMAC-CHAP controller secret",
+		.type = FIO_OPT_STR_STORE,
+		.off1 = offsetof(struct rdmablk_eo, dhchap_ctrl_secret),
+		.help = "DH-HMAC-CHAP controller secret: the controller must prove it knows it (bidirectional)",
 		.category = FIO_OPT_C_ENGINE,
 		.group = FIO_OPT_G_INVALID,
 	},
@@ -185,6 +205,8 @@ static void engine_options(struct thread_data *td, struct rdmablk_fio_options *o
 	o->subnqn = eo->subnqn;
 	o->hostnqn = eo->hostnqn;
 	o->hostid = eo->hostid;
+	o->dhchap_secret = eo->dhchap_secret;
+	o->dhchap_ctrl_secret = eo->dhchap_ctrl_secret;
 	o->nsid = eo->nsid;
 	o->hdgst = eo->hdgst;
 	o->ddgst = eo->ddgst;

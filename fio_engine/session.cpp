@@ -107,6 +107,11 @@ rdmablk::Result<ini::ControllerOptions> controller_options(const rdmablk_fio_opt
   co.header_digest = o.hdgst != 0;
   co.data_digest = o.ddgst != 0;
   co.io_busy_poll = std::chrono::microseconds(o.busy_poll_us);
+  auto secret = [](const char* s) { return s != nullptr ? fe::unescape_option(s) : std::string(); };
+  auto dhchap = ini::make_dhchap_settings(secret(o.dhchap_secret), secret(o.dhchap_ctrl_secret), "dhchap_secret",
+                                          "dhchap_ctrl_secret");
+  if (!dhchap) return tl::unexpected(dhchap.error());
+  co.dhchap = std::move(*dhchap);
   co.connector = [](const tr::HostQueueOptions& qo) { return tr::connect_host_queue(qo); };
   return co;
 }
