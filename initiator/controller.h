@@ -1,7 +1,8 @@
 // A host-side NVMe-oF controller session over transport::HostQueues, brought up the way the Linux host
 // does it (drivers/nvme/host/fabrics.c + core.c):
 //   admin queue (qid 0, 32 entries) -> fabrics Connect (hostid, CNTLID 0xFFFF, SUBNQN, HOSTNQN, KATO)
-//   -> Property Get CAP, VS -> Property Set CC (IOSQES 6, IOCQES 4, EN 1) -> poll CSTS.RDY (CAP.TO)
+//   -> [AUTHREQ.ATR in the Connect response: DH-HMAC-CHAP with Authentication Send / Receive, as on every
+//   I/O queue after its Connect] -> Property Get CAP, VS -> Property Set CC (IOSQES 6, IOCQES 4, EN 1) -> poll CSTS.RDY (CAP.TO)
 //   -> Identify Controller (CNTLID must match the Connect's) -> [I/O controllers] Set Features Number of
 //   Queues, Identify active namespace list + Identify Namespace (+ descriptor list).
 // Then: keep-alive every KATO/2 from the owner's poll loop (service()), I/O queues (Connect with qid,
