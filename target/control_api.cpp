@@ -128,11 +128,17 @@ json subsystems_json(const TargetStatus& s) {
     for (const auto& n : sub.namespaces) nss.push_back(namespace_json(n));
     std::size_t connected = 0;
     for (const auto& c : s.controllers) connected += c.subsystem == sub.nqn ? 1 : 0;
+    json dhchap = json::array();
+    for (const auto& h : sub.dhchap_hosts) {
+      dhchap.push_back({{"nqn", h.nqn}, {"dhchap_key", h.dhchap_key}, {"dhchap_ctrl_key", h.dhchap_ctrl_key}});
+    }
     out.push_back({{"nqn", sub.nqn},
                    {"serial", sub.serial},
                    {"model", sub.model},
                    {"allow_any_host", sub.allow_any_host},
                    {"hosts", sub.hosts},
+                   {"require_authentication", sub.require_authentication},
+                   {"dhchap_hosts", std::move(dhchap)},
                    {"controllers", connected},
                    {"namespaces", std::move(nss)}});
   }

@@ -223,6 +223,17 @@ void print_subsystems(const json& r) {
     } else {
       for (const auto& h : s["hosts"]) hosts += (hosts.empty() ? "" : ", ") + h.get<std::string>();
     }
+    // DH-HMAC-CHAP: where the secrets come from ("set" / "file PATH"), never the secrets.
+    if (s.contains("dhchap_hosts")) {
+      for (const auto& d : s["dhchap_hosts"]) {
+        hosts += "; " + d["nqn"].get<std::string>() + " authenticates (key " + d["dhchap_key"].get<std::string>();
+        if (d["dhchap_ctrl_key"].get<std::string>() != "none") {
+          hosts += ", controller key " + d["dhchap_ctrl_key"].get<std::string>();
+        }
+        hosts += ")";
+      }
+    }
+    if (s.value("require_authentication", false)) hosts += "; authentication required";
     std::string nsids;
     for (const auto& n : s["namespaces"]) nsids += (nsids.empty() ? "" : ",") + std::to_string(n["nsid"].get<uint32_t>());
     rows.push_back({s["nqn"].get<std::string>(), s["serial"].get<std::string>(), s["model"].get<std::string>(),

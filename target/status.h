@@ -40,6 +40,15 @@ struct SubsystemStatus {
   bool allow_any_host = false;
   std::vector<std::string> hosts;
   std::vector<NamespaceStatus> namespaces;
+  // DH-HMAC-CHAP: whether a host needs a secret, and where each host's secrets come from ("set" /
+  // "file PATH" / "none"), never the secrets.
+  bool require_authentication = false;
+  struct DhchapHost {
+    std::string nqn;
+    std::string dhchap_key;
+    std::string dhchap_ctrl_key;
+  };
+  std::vector<DhchapHost> dhchap_hosts;
 };
 
 struct ControllerStatus {

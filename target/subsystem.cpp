@@ -86,6 +86,8 @@ std::map<std::string, std::shared_ptr<const HostAuth>, std::less<>> host_auth_of
     a->ctrl_key = h.dhchap_ctrl_key.key;
     a->hashes = h.dhchap_hashes;
     a->dh_groups = h.dhchap_dhgroups;
+    a->key_source = h.dhchap_key.describe();
+    a->ctrl_key_source = h.dhchap_ctrl_key.describe();
     out.emplace(h.nqn, std::move(a));
   }
   return out;

@@ -65,6 +65,8 @@ struct HostAuth {
   std::shared_ptr<const security::dhchap::DhchapKey> ctrl_key;  // null: no bidirectional authentication
   std::vector<protocol::auth::HashId> hashes;                   // allowed, best first
   std::vector<protocol::auth::DhGroupId> dh_groups;
+  std::string key_source;       // DhchapSecretConfig::describe(): "set" / "file PATH", for status output
+  std::string ctrl_key_source;  // likewise, "none" without a controller secret
 };
 
 // The authentication settings of every host of a subsystem config that has a secret, by host NQN.

@@ -8,6 +8,7 @@
 #include "protocol/auth.h"
 #include "security/dhchap_key.h"
 #include "security/dhchap_session.h"
+#include "target/control_api.h"
 #include "target/core_test_util.h"
 
 namespace rdmablk::target::testing {
@@ -384,6 +385,29 @@ TEST(CoreAuth, HostWithoutASecretTryingToAuthenticateFailsButIsNotGated) {
   EXPECT_TRUE(st.failure.by_peer);
   ASSERT_TRUE(h.enable(*q).status().ok());
   EXPECT_TRUE(h.identify(*q, p::Cns::controller, 0).status().ok());
+}
+
+TEST(CoreAuth, StatusSaysWhereSecretsComeFromNeverTheSecrets) {
+  Keys keys;
+  auto config = auth_config(keys, true, true);
+  config.subsystems[1].host_configs[0].dhchap_ctrl_key.file = "/etc/rdmablk/keys/ctrl";
+  CoreHarness h(config);
+  TargetStatus status;
+  h.core().fill_status(status);
+  const SubsystemStatus* sub2 = nullptr;
+  for (const auto& s : status.subsystems) {
+    if (s.nqn == kSub2) sub2 = &s;
+  }
+  ASSERT_NE(sub2, nullptr);
+  EXPECT_TRUE(sub2->require_authentication);
+  ASSERT_EQ(sub2->dhchap_hosts.size(), 1u);
+  EXPECT_EQ(sub2->dhchap_hosts[0].nqn, kHost1);
+  EXPECT_EQ(sub2->dhchap_hosts[0].dhchap_key, "set");
+  EXPECT_EQ(sub2->dhchap_hosts[0].dhchap_ctrl_key, "file /etc/rdmablk/keys/ctrl");
+  const std::string text = subsystems_json(status).dump();
+  EXPECT_NE(text.find("\"dhchap_key\":\"set\""), std::string::npos) << text;
+  EXPECT_EQ(text.find("DHHC-1"), std::string::npos) << text;
+  EXPECT_EQ(text.find(keys.host->format().substr(10, 16)), std::string::npos) << text;
 }
 
 }  // namespace
