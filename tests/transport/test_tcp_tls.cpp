@@ -517,6 +517,42 @@ TEST(TcpTls, KernelTlsWhenAvailable) {
   run(true, false);
 }
 
+// With the records in the kernel, a record that is not application data comes through recvmsg's control
+// message: close_notify ends the connection quietly, a KeyUpdate (which the kernel cannot take) ends it
+// with a warning; neither reaches the PDU receiver as bytes. kTLS only (skips here, runs in the VM guest).
+TEST(TcpTls, KernelTlsTargetEndsOnControlRecords) {
+  const auto& k = sec::probe_ktls();
+  if (!k.available) GTEST_SKIP() << "no kernel TLS here: " << k.reason;
+  Keys keys;
+  const auto key = new_key();
+  keys.keys[{kHost, kSubsys}] = key;
+  LogCapture log;
+  auto o = tls_options(keys, tcp::TlsPolicy::required);
+  o.tls.allow_ktls = true;
+  TargetFixture f(o);
+  for (const bool key_update : {false, true}) {
+    RawTlsClient c(f.port(), key);
+    ASSERT_TRUE(c.handshake());
+    auto req = pt::build_icreq(pt::IcReqParams{});
+    c.send_plain(&req, sizeof(req));
+    auto resp = c.recv_plain(pt::kIcPduLen);
+    ASSERT_EQ(resp.size(), pt::kIcPduLen);
+    EXPECT_EQ(resp[0], static_cast<uint8_t>(pt::PduType::ic_resp));
+    EXPECT_TRUE(target_tls(f).ktls);
+    if (key_update) {
+      ASSERT_TRUE(c.session->update_keys());
+    } else {
+      c.session->close();
+    }
+    c.flush();
+    EXPECT_TRUE(peer_closed(c.fd, 10s));
+    EXPECT_TRUE(wait_until([] { return tcp::live_tcp_target_connections() == 0; }));
+  }
+  EXPECT_TRUE(log.contains("kernel TLS: the peer sent close_notify")) << log.all();
+  EXPECT_TRUE(log.contains("kernel TLS: the peer sent a TLS KeyUpdate")) << log.all();
+  EXPECT_EQ(f.handler.commands.load(), 0);
+}
+
 // A rough figure for TLS on vs off (userspace records; plain NVMe/TCP for comparison): reads of 4 KiB and
 // 128 KiB at queue depth 16 against the RAM core over 127.0.0.1, both ends in this process. Not run by
 // default (a loaded 2-core machine makes it noise); run it alone:

@@ -162,9 +162,10 @@ struct HostTls {
 
 class TcpHostQueue final : public HostQueue, private PduReceiver::Handler {
  public:
-  TcpHostQueue(int fd, const HostQueueOptions& opts, const pt::TcpSession& session, std::unique_ptr<HostTls> tls)
+  TcpHostQueue(int fd, const HostQueueOptions& opts, const pt::TcpSession& session, std::unique_ptr<HostTls> tls,
+               bool ktls)
       : fd_(fd), opts_(opts), session_(session), slots_(std::max<uint16_t>(opts.entries, 1)),
-        rx_(64 * 1024, pt::Receiver::host, session_), tls_(std::move(tls)) {
+        rx_(64 * 1024, pt::Receiver::host, session_), tls_(std::move(tls)), ktls_(ktls) {
     free_cids_.reserve(slots_.size());
     for (std::size_t i = slots_.size(); i-- > 0;) free_cids_.push_back(static_cast<uint16_t>(i));
     in_capsule_limit_ = opts.in_capsule_limit;
@@ -366,7 +367,9 @@ class TcpHostQueue final : public HostQueue, private PduReceiver::Handler {
       iovec iov[2];
       unsigned cnt = rx_.prepare(iov);
       if (cnt == 0) break;  // stopped after an error
-      ssize_t n = tls_ ? tls_->recv(fd_, iov, cnt) : ::readv(fd_, iov, static_cast<int>(cnt));
+      ssize_t n = tls_    ? tls_->recv(fd_, iov, cnt)
+                  : ktls_ ? ktls_recv_logged(iov, cnt)
+                          : ::readv(fd_, iov, static_cast<int>(cnt));
       if (n < 0) {
         if (errno == EINTR) continue;
         if (errno == EAGAIN || errno == EWOULDBLOCK) break;
@@ -386,6 +389,13 @@ class TcpHostQueue final : public HostQueue, private PduReceiver::Handler {
   }
 
   void process_rx() noexcept { rx_.process(*this); }
+
+  ssize_t ktls_recv_logged(const iovec* iov, unsigned cnt) noexcept {
+    std::string why;
+    const ssize_t n = ktls_recv(fd_, iov, cnt, why);
+    if (n < 0 && errno == EPROTO) spdlog::warn("nvme-tcp host {}: kernel TLS: {}", to_uri(opts_.address), why);
+    return n;
+  }
 
   // ---- PduReceiver::Handler -------------------------------------------------------------------------
 
@@ -611,16 +621,22 @@ class TcpHostQueue final : public HostQueue, private PduReceiver::Handler {
   PduReceiver rx_;
   uint16_t rx_cid_ = kNone;
   std::unique_ptr<HostTls> tls_;  // userspace TLS records; null: plain TCP or kTLS
+  bool ktls_ = false;             // records in the kernel: receive through ktls_recv (control records)
 };
 
 // Read or write exactly `len` bytes with a deadline on a non-blocking socket.
 // With `tls` (userspace records) the bytes are plaintext inside TLS.
 Result<void> io_exact(int fd, uint8_t* buf, std::size_t len, bool writing, Clock::time_point deadline,
-                      const char* what, HostTls* tls = nullptr) {
+                      const char* what, HostTls* tls = nullptr, bool ktls = false) {
   std::size_t done = 0;
   while (done < len || (writing && tls != nullptr && tls->out_pending())) {
     ssize_t n;
-    if (tls == nullptr) {
+    if (ktls && !writing) {
+      const iovec v{buf + done, len - done};
+      std::string why;
+      n = ktls_recv(fd, &v, 1, why);
+      if (n < 0 && errno == EPROTO) return make_error(std::string(what) + ": kernel TLS: " + why, EPROTO);
+    } else if (tls == nullptr) {
       n = writing ? ::send(fd, buf + done, len - done, MSG_NOSIGNAL | MSG_DONTWAIT)
                   : ::recv(fd, buf + done, len - done, MSG_DONTWAIT);
     } else if (writing) {
@@ -750,10 +766,12 @@ Result<std::unique_ptr<HostQueue>> connect_tcp_host_queue(const HostQueueOptions
 
   // TLS first (TP 8011): ICReq/ICResp travel inside it.
   std::unique_ptr<HostTls> tls;
+  bool ktls = false;
   if (opts.tls) {
     auto session = tls_handshake(fd, *opts.tls, where, deadline);
     if (!session) return fail(session.error());
-    if (!(*session)->ktls_enabled()) {
+    ktls = (*session)->ktls_enabled();
+    if (!ktls) {
       try {
         tls = std::make_unique<HostTls>();
       } catch (...) {
@@ -775,7 +793,7 @@ Result<std::unique_ptr<HostQueue>> connect_tcp_host_queue(const HostQueueOptions
   if (auto r = io_exact(fd, buf.data(), buf.size(), true, deadline, "sending ICReq", tls.get()); !r) {
     return fail(r.error());
   }
-  if (auto r = io_exact(fd, buf.data(), pt::kCommonHeaderLen, false, deadline, "receiving ICResp", tls.get()); !r) {
+  if (auto r = io_exact(fd, buf.data(), pt::kCommonHeaderLen, false, deadline, "receiving ICResp", tls.get(), ktls); !r) {
     return fail(r.error());
   }
   pt::TcpSession initial{};
@@ -785,7 +803,7 @@ Result<std::unique_ptr<HostQueue>> connect_tcp_host_queue(const HostQueueOptions
     return fail(Error{"controller " + where + " refused the connection (C2HTermReq)", ECONNREFUSED});
   }
   if (auto r = io_exact(fd, buf.data() + pt::kCommonHeaderLen, pt::kIcPduLen - pt::kCommonHeaderLen, false,
-                        deadline, "receiving ICResp", tls.get());
+                        deadline, "receiving ICResp", tls.get(), ktls);
       !r) {
     return fail(r.error());
   }
@@ -795,7 +813,7 @@ Result<std::unique_ptr<HostQueue>> connect_tcp_host_queue(const HostQueueOptions
   }
   auto session = pt::host_session(icreq, p::load<pt::IcRespPdu>(buf.data()));
   if (!session) return fail(Error{"bad ICResp from " + where + ": " + session.error().what, EPROTO});
-  return std::unique_ptr<HostQueue>(new TcpHostQueue(fd, opts, *session, std::move(tls)));
+  return std::unique_ptr<HostQueue>(new TcpHostQueue(fd, opts, *session, std::move(tls), ktls));
 }
 
 }  // namespace tcp

@@ -7,6 +7,10 @@
 // outstanding command once with Transient Transport Error (no DNR: a reconnect may succeed) and poll()
 // returns -errno (-ECONNRESET, -EPROTO, ...). A data digest error fails only that command (Data Transfer
 // Error), as the Linux host does. submit() on a full queue returns Command Interrupted (retry later).
+//
+// HostQueueOptions::tls (tcp_tls.h TcpTlsClientOptions): a TLS 1.3 PSK handshake before ICReq, then kTLS
+// when the kernel has it, else userspace records. A refused handshake fails the connect with
+// "TLS handshake with ADDR failed: <reason>" (wrong PSK, unknown PSK identity, peer alert, a plain port).
 #pragma once
 
 #include <memory>

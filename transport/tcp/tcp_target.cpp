@@ -12,6 +12,7 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -63,6 +64,7 @@ class TcpTargetConnection final : private TcpQueueIo {
       tls_tx_op_ = ConnOp{IoOp{&TcpTargetConnection::on_tls_tx_cqe}, this};
       rx_nop_op_ = ConnOp{IoOp{&TcpTargetConnection::on_rx_nop_cqe}, this};
       tx_nop_op_ = ConnOp{IoOp{&TcpTargetConnection::on_tx_nop_cqe}, this};
+      ktls_recv_op_ = ConnOp{IoOp{&TcpTargetConnection::on_ktls_recv_cqe}, this};
     }
     g_live_connections.fetch_add(1, std::memory_order_relaxed);
   }
@@ -146,7 +148,39 @@ class TcpTargetConnection final : private TcpQueueIo {
     rx_msg_ = msghdr{};
     rx_msg_.msg_iov = const_cast<iovec*>(iov);
     rx_msg_.msg_iovlen = n;
+    if (tls_ && tls_->stage == Stage::ktls) {
+      // kTLS reports a record that is not application data through a control message.
+      rx_msg_.msg_control = tls_->cmsg.data();
+      rx_msg_.msg_controllen = tls_->cmsg.size();
+      io_uring_prep_recvmsg(reactor_.sqe_for(&ktls_recv_op_.op), fd_, &rx_msg_, 0);
+      return;
+    }
     io_uring_prep_recvmsg(reactor_.sqe_for(&recv_op_.op), fd_, &rx_msg_, 0);
+  }
+
+  static void on_ktls_recv_cqe(IoOp* op, int res, uint32_t) noexcept {
+    TcpTargetConnection* c = self_of(op);
+    if (res > 0) {
+      std::optional<KtlsControl> ctl;
+      try {
+        ctl = ktls_control(c->rx_msg_, static_cast<std::size_t>(res));
+      } catch (...) {
+        return c->queue_.on_recv_done(-ENOMEM);
+      }
+      if (ctl) {
+        // Its payload sits in the queue's free staging space: not committed, nothing is lost.
+        if (ctl->skip) return c->plain_recv(c->rx_msg_.msg_iov, static_cast<unsigned>(c->rx_msg_.msg_iovlen));
+        if (ctl->close_notify) {
+          spdlog::debug("nvme-tcp {}: kernel TLS: {}", c->queue_.peer_name(), ctl->description);
+          return c->queue_.on_recv_done(0);
+        }
+        if (peer_error_log_allowed()) {
+          spdlog::warn("nvme-tcp {}: kernel TLS: {}, closing", c->queue_.peer_name(), ctl->description);
+        }
+        return c->queue_.on_recv_done(-EPROTO);
+      }
+    }
+    c->queue_.on_recv_done(res);
   }
 
   void plain_send(const iovec* iov, unsigned n) noexcept {
@@ -197,6 +231,7 @@ class TcpTargetConnection final : private TcpQueueIo {
     std::size_t tx_off = 0;
     std::size_t tx_len = 0;
     std::vector<uint8_t> stage_buf;
+    alignas(cmsghdr) std::array<uint8_t, kKtlsCmsgSpace> cmsg{};  // kTLS recvmsg's record type
 
     bool passthrough() const noexcept { return stage == Stage::ktls || stage == Stage::plain; }
     bool ktls_possible() const noexcept { return allow_ktls && security::probe_ktls().available; }
@@ -546,6 +581,7 @@ class TcpTargetConnection final : private TcpQueueIo {
   ConnOp tls_tx_op_{};
   ConnOp rx_nop_op_{};
   ConnOp tx_nop_op_{};
+  ConnOp ktls_recv_op_{};
 };
 
 }  // namespace

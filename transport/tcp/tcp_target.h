@@ -3,6 +3,11 @@
 // (RECVMSG / SENDMSG / ACCEPT; no epoll anywhere on the target side) under a TcpTargetQueue, the binding's
 // state machine (tcp_target_queue.h). The core's TargetQueueHandler callbacks arrive on that reactor's
 // thread and the core must call back into the queue on it.
+//
+// TLS 1.3 (TcpTargetOptions::tls, tcp_tls.h): none, optional or required per listener, with a server
+// TlsContext whose PSK lookup the caller supplies. The handshake precedes ICReq and runs on the
+// connection's reactor; the queue is announced to the core first, so the core's connect timeout also ends
+// a handshake that stalls. TcpTargetQueue::tls() says what was negotiated.
 #pragma once
 
 #include <atomic>

@@ -1,6 +1,7 @@
 #include "transport/tcp/tcp_tls.h"
 
 #include <algorithm>
+#include <array>
 #include <cerrno>
 #include <cstring>
 
@@ -104,6 +105,59 @@ TlsFill decrypt_iov(sec::TlsSession& session, const iovec* iov, unsigned n) noex
     got += have;
   }
   return {got != 0 ? sec::TlsIo::ok : sec::TlsIo::need_input, got};
+}
+
+std::optional<KtlsControl> ktls_control(const msghdr& msg, std::size_t got) {
+  constexpr uint8_t kApplicationData = 23;
+  constexpr uint8_t kHandshake = 22;
+  constexpr uint8_t kNewSessionTicket = 4;
+  const uint8_t type = sec::ktls_record_type(&msg);
+  if (type == kApplicationData) return std::nullopt;
+  // The payload's first bytes (alert level/description, handshake message type) from the iovecs.
+  std::array<uint8_t, 8> head{};
+  std::size_t have = 0;
+  for (std::size_t i = 0; i < msg.msg_iovlen && have < std::min(got, head.size()); ++i) {
+    const std::size_t take = std::min({msg.msg_iov[i].iov_len, got - have, head.size() - have});
+    std::memcpy(head.data() + have, msg.msg_iov[i].iov_base, take);
+    have += take;
+  }
+  KtlsControl c;
+  if (type == kHandshake && have >= 1 && head[0] == kNewSessionTicket) {
+    c.skip = true;
+    c.description = "NewSessionTicket (ignored)";
+    return c;
+  }
+  const sec::KtlsRecordInfo info = sec::classify_ktls_record(type, std::span<const uint8_t>(head.data(), have));
+  c.close_notify = info.close_notify;
+  c.description = info.description;
+  return c;
+}
+
+ssize_t ktls_recv(int fd, const iovec* iov, unsigned n, std::string& why) noexcept {
+  for (;;) {
+    alignas(cmsghdr) std::array<uint8_t, kKtlsCmsgSpace> cbuf{};
+    msghdr m{};
+    m.msg_iov = const_cast<iovec*>(iov);
+    m.msg_iovlen = n;
+    m.msg_control = cbuf.data();
+    m.msg_controllen = cbuf.size();
+    const ssize_t r = ::recvmsg(fd, &m, MSG_DONTWAIT);
+    if (r <= 0) return r;
+    std::optional<KtlsControl> c;
+    try {
+      c = ktls_control(m, static_cast<std::size_t>(r));
+    } catch (...) {
+      return errno = ENOMEM, -1;
+    }
+    if (!c) return r;
+    if (c->skip) continue;
+    if (c->close_notify) return 0;
+    try {
+      why = c->description;
+    } catch (...) {
+    }
+    return errno = EPROTO, -1;
+  }
 }
 
 }  // namespace rdmablk::transport::tcp

@@ -10,11 +10,13 @@
 //     byte meant for the kernel stays in the session.
 #pragma once
 
+#include <sys/socket.h>
 #include <sys/uio.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -87,5 +89,24 @@ struct TlsFill {
   std::size_t bytes;
 };
 TlsFill decrypt_iov(security::TlsSession& session, const iovec* iov, unsigned n) noexcept;
+
+// What a recvmsg() on a kTLS socket brought when its record was not application data (the record type comes
+// in a TLS_GET_RECORD_TYPE control message; the payload landed in the iovecs). `skip`: a NewSessionTicket
+// (harmless: PSK only, never used), read on; `close_notify`: the end of the stream; else the connection
+// ends with `description`.
+struct KtlsControl {
+  bool skip = false;
+  bool close_notify = false;
+  std::string description;
+};
+// Room for the control message a kTLS recvmsg() needs.
+inline constexpr std::size_t kKtlsCmsgSpace = 64;
+// nullopt for application data; else what the record means. `got`: the bytes recvmsg() returned.
+std::optional<KtlsControl> ktls_control(const msghdr& msg, std::size_t got);
+
+// recvmsg(MSG_DONTWAIT) on a kTLS socket for a host queue: application data into the iovecs, a
+// NewSessionTicket skipped, 0 for close_notify or EOF, -1 with errno (EPROTO: any other record, `why`
+// says which) as readv would.
+ssize_t ktls_recv(int fd, const iovec* iov, unsigned n, std::string& why) noexcept;
 
 }  // namespace rdmablk::transport::tcp
