@@ -35,6 +35,7 @@ struct AuthFake {
     success1_first,  // the first Receive returns a Success1 instead of the Challenge
     receive_status,  // Authentication Receive completes with Invalid Field
   } garbage = Garbage::none;
+  uint16_t garbage_from_qid = 0;  // garbage only on queues with this qid or above
 
   // What happened on each queue (by qid).
   struct QueueRecord {
@@ -135,7 +136,7 @@ class AuthFakeQueue final : public transport::HostQueue {
       if (!al || *al != cmd.data.size()) return status(p::status::invalid_field);
       ++rec->receives;
       std::vector<uint8_t> reply = rec->session->next_receive(*al);
-      switch (fake_.garbage) {
+      switch (qid >= fake_.garbage_from_qid ? fake_.garbage : AuthFake::Garbage::none) {
         case AuthFake::Garbage::none: break;
         case AuthFake::Garbage::random_bytes: {
           std::mt19937 rng(42 + rec->receives);

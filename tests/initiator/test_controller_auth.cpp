@@ -209,6 +209,19 @@ TEST(ControllerAuth, GarbageFromTheControllerFailsCleanly) {
   EXPECT_TRUE(contains(ctrl.error().message, "Authentication Receive failed: Invalid Field")) << ctrl.error().message;
 }
 
+TEST(ControllerAuth, AnIoQueueThatFailsIsNamed) {
+  AuthRig s;
+  s.fake.garbage = AuthFake::Garbage::success1_first;
+  s.fake.garbage_from_qid = 1;
+  auto ctrl = Controller::connect(s.options(s.host_secret));
+  ASSERT_TRUE(ctrl) << ctrl.error().message;  // the admin queue authenticated
+  auto q = (*ctrl)->connect_io_queue(1, 16);
+  ASSERT_FALSE(q);
+  EXPECT_TRUE(contains(q.error().message, "qid 1: authentication failed")) << q.error().message;
+  EXPECT_EQ(s.sent_ids(1).back(), kFailure2);
+  EXPECT_FALSE((*ctrl)->failed());  // the controller itself is fine
+}
+
 TEST(ControllerAuth, SecureConcatenationIsRefused) {
   AuthRig s;
   s.fake.extra_connect_dw0 = 1u << 18;  // AUTHREQ ASCR
