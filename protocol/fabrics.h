@@ -198,7 +198,8 @@ PropertySetCommand make_property_set(uint16_t cid, uint32_t offset, uint64_t val
 DisconnectCommand make_disconnect(uint16_t cid) noexcept;
 
 // Connect response DW0 (NVMe-oF 1.1 Figure 22 / Base 2.0 Figure 547).
-// Success: CNTLID 15:0, AUTHREQ 31:16 (bit 16 ATR authentication required, bit 17 ASCR secure channel).
+// Success: CNTLID 15:0, AUTHREQ 31:16: its bit 1 (DW0 bit 17) ATR authentication required, its bit 2 (DW0 bit 18)
+// ASCR secure channel concatenation (include/linux/nvme.h NVME_CONNECT_AUTHREQ_*; bit 0 is reserved).
 constexpr uint32_t connect_success_result(uint16_t cntlid, uint16_t authreq = 0) noexcept {
   return uint32_t{cntlid} | uint32_t{authreq} << 16;
 }
