@@ -413,6 +413,36 @@ TEST(TcpTls, GarbageRecordAfterTheHandshakeClosesTheConnection) {
   write_read_verify(*q, 0, 4096, 41);
 }
 
+// Userspace records: a KeyUpdate from the host (update_requested: the target must switch its receive keys
+// and answer with its own) in the middle of the stream, before ICReq and between PDUs; the connection goes
+// on, and the target's later records still decrypt at the host.
+TEST(TcpTls, UserspaceTargetAnswersAKeyUpdate) {
+  Keys keys;
+  const auto key = new_key();
+  keys.keys[{kHost, kSubsys}] = key;
+  TargetFixture f(tls_options(keys, tcp::TlsPolicy::required));
+  RawTlsClient c(f.port(), key);
+  ASSERT_TRUE(c.handshake());
+  ASSERT_TRUE(c.session->update_keys());  // sent before the ICReq, in the same flush
+  auto req = pt::build_icreq(pt::IcReqParams{});
+  c.send_plain(&req, sizeof(req));
+  auto resp = c.recv_plain(pt::kIcPduLen);
+  ASSERT_EQ(resp.size(), pt::kIcPduLen);
+  EXPECT_EQ(resp[0], static_cast<uint8_t>(pt::PduType::ic_resp));
+  // A second KeyUpdate between PDUs, then a command: its response comes back under the new keys.
+  ASSERT_TRUE(c.session->update_keys());
+  c.flush();
+  p::ReadWriteCommand rw{};
+  rw.hdr = p::make_header(0x00, 7, 1);  // flush: no data
+  auto cmd = pt::build_capsule_cmd(p::load<pt::SqeBytes>(&rw), 0, pt::TcpSession{});
+  auto bytes = pdu_bytes(&cmd);
+  c.send_plain(bytes.data(), bytes.size());
+  auto cqe = c.recv_plain(sizeof(pt::CapsuleRespPdu));
+  ASSERT_EQ(cqe.size(), sizeof(pt::CapsuleRespPdu));
+  EXPECT_EQ(cqe[0], static_cast<uint8_t>(pt::PduType::capsule_resp));
+  EXPECT_EQ(f.handler.commands.load(), 1);
+}
+
 TEST(TcpTls, MalformedPduInsideTlsGetsAnEncryptedTermReq) {
   Keys keys;
   const auto key = new_key();
