@@ -275,6 +275,7 @@ TEST(TcpTls, RequiredRefusesAPlainHostWithoutAnswering) {
   auto q = try_connect(f, nullptr);
   ASSERT_FALSE(q);
   EXPECT_NE(q.error().message.find("ICResp"), std::string::npos) << q.error().message;
+  EXPECT_NE(q.error().message.find("require TLS?"), std::string::npos) << q.error().message;
   // A raw plain ICReq: the socket is closed and not one byte comes back (no ICResp, no C2HTermReq).
   int fd = raw_connect(f.port());
   ASSERT_GE(fd, 0);

@@ -794,7 +794,10 @@ Result<std::unique_ptr<HostQueue>> connect_tcp_host_queue(const HostQueueOptions
     return fail(r.error());
   }
   if (auto r = io_exact(fd, buf.data(), pt::kCommonHeaderLen, false, deadline, "receiving ICResp", tls.get(), ktls); !r) {
-    return fail(r.error());
+    Error e = r.error();
+    // A listener that requires TLS closes a plain connection without a word (as nvmet does).
+    if (!opts.tls && e.errno_value == ECONNRESET) e.message += " (does " + where + " require TLS?)";
+    return fail(std::move(e));
   }
   pt::TcpSession initial{};
   auto ch = pt::validate_common_header(buf.data(), pt::kCommonHeaderLen, initial, pt::Receiver::host);
