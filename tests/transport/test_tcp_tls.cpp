@@ -6,6 +6,7 @@
 #include <spdlog/sinks/ringbuffer_sink.h>
 #include <spdlog/spdlog.h>
 
+#include <cstdlib>
 #include <map>
 #include <string>
 
@@ -588,11 +589,14 @@ TEST(TcpTls, KernelTlsTargetEndsOnControlRecords) {
 // 128 KiB at queue depth 16 against the RAM core over 127.0.0.1, both ends in this process. Not run by
 // default (a loaded 2-core machine makes it noise); run it alone:
 //   rdmablk_transport_tests --gtest_also_run_disabled_tests --gtest_filter='TcpTlsBench.*'
+// RDMABLK_TLS_BENCH=plain or =tls runs one side only (to measure its CPU time, e.g. under perf stat).
 TEST(TcpTlsBench, DISABLED_ReadsTlsVersusPlain) {
   Keys keys;
   const auto key = new_key();
   keys.keys[{kHost, kSubsys}] = key;
+  const char* only = std::getenv("RDMABLK_TLS_BENCH");
   for (const bool tls : {false, true}) {
+    if (only != nullptr && std::string(only) != (tls ? "tls" : "plain")) continue;
     TargetFixture f(tls ? tls_options(keys, tcp::TlsPolicy::optional) : tcp::TcpTargetOptions{});
     for (const std::size_t size : {std::size_t{4096}, std::size_t{128 * 1024}}) {
       auto q = connect(f, tls ? client_tls(key) : nullptr);
