@@ -113,6 +113,20 @@ TEST(ConfigAuth, HostEntriesAreNqnsOrMapsWithSecrets) {
   EXPECT_TRUE(config->warnings.empty());
 }
 
+TEST(ConfigAuth, TheReadmesPythonRecipeMakesAUsableSecret) {
+  // From the README's python3 one-liner with k = bytes(range(32)) instead of os.urandom(32):
+  //   "DHHC-1:00:" + base64.b64encode(k + zlib.crc32(k).to_bytes(4, "little")).decode() + ":"
+  auto config = parse_config(doc(std::string("      - nqn: ") + kHostA +
+                                 "\n        dhchap_key: \"DHHC-1:00:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh+KfiaR:\"\n"),
+                             "t.yaml");
+  ASSERT_TRUE(config) << config.error().message;
+  const auto& key = config->subsystems[0].host_configs[0].dhchap_key.key;
+  ASSERT_TRUE(key);
+  ASSERT_EQ(key->secret().size(), 32u);
+  for (std::size_t i = 0; i < 32; ++i) EXPECT_EQ(key->secret()[i], i);
+  EXPECT_EQ(key->transform(), KeyTransform::none);
+}
+
 TEST(ConfigAuth, RequireAuthentication) {
   const std::string key = secret();
   auto config = parse_config(doc(std::string("      - {nqn: ") + kHostA + ", dhchap_key: \"" + key + "\"}\n",
