@@ -15,9 +15,11 @@ using security::dhchap::AuthStatus;
 
 namespace {
 
-// A host never needs more: the largest message is a Reply with ffdhe8192 (1168 bytes), and the kernel host
-// sends and receives with 4096-byte buffers (CHAP_BUF_SIZE).
-constexpr uint32_t kMaxAuthTransfer = auth::kMaxTransferLength;
+// A host never sends more: the largest message is a Reply with ffdhe8192 (1168 bytes), and the kernel host
+// sends with 4096-byte buffers (CHAP_BUF_SIZE). A Receive's buffer may be larger than the message (the rest
+// is zeroed); nvmet sets no bound, 64 KiB keeps a host from asking for a huge zeroed transfer.
+constexpr uint32_t kMaxAuthSend = auth::kMaxTransferLength;
+constexpr uint32_t kMaxAuthReceive = 64 * 1024;
 
 const char* hash_name(auth::HashId h) noexcept {
   switch (h) {
@@ -53,7 +55,7 @@ void TargetCore::auth_send(CoreQueue& q, TargetRequest& req) noexcept {
   }
   const auto cmd = protocol::as<auth::AuthenticationSendCommand>(req.sqe);
   auto tl = auth::check_authentication_send(cmd);  // SECP, SPSP0/1, TL != 0
-  if (!tl || *tl > kMaxAuthTransfer) {
+  if (!tl || *tl > kMaxAuthSend) {
     finish(req, st::invalid_field);
     return;
   }
@@ -94,7 +96,7 @@ void TargetCore::auth_receive(CoreQueue& q, TargetRequest& req) noexcept {
   }
   const auto cmd = protocol::as<auth::AuthenticationReceiveCommand>(req.sqe);
   auto al = auth::check_authentication_receive(cmd);  // SECP, SPSP0/1, AL != 0
-  if (!al || *al > kMaxAuthTransfer) {
+  if (!al || *al > kMaxAuthReceive) {
     finish(req, st::invalid_field);
     return;
   }

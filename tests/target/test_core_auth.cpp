@@ -350,6 +350,10 @@ TEST(CoreAuth, BadCommandFieldsAndOrder) {
     auto cmd2 = auth::make_authentication_send(h.next_cid(), 8192, p::make_in_capsule_sgl(0, 8192));
     EXPECT_EQ(h.run(*q, sqe_of(cmd2), big).status(), st::invalid_field);
   }
+  {  // AL over 64 KiB
+    auto cmd = auth::make_authentication_receive(h.next_cid(), 65537, CoreHarness::sgl_for(*q, 65537));
+    EXPECT_EQ(h.run(*q, sqe_of(cmd)).status(), st::invalid_field);
+  }
   {  // TL not the SGL's length
     auto cmd = auth::make_authentication_send(h.next_cid(), size - 1, p::make_in_capsule_sgl(0, size));
     EXPECT_EQ(h.run(*q, sqe_of(cmd), negotiate).status(), st::data_sgl_length_invalid);
