@@ -3,7 +3,10 @@
 // security::dhchap::HostAuthSession over Authentication Send / Receive the way the Linux host does: ATR in
 // the Connect response, Authentication Required before, admin and I/O queue authenticated, a wrong secret
 // refused with AUTH_Failure1 and logged without any secret, the failure limit, --check-config quiet about
-// secrets. (Our initiator learns to authenticate separately; this host is raw on purpose.)
+// secrets. (This host is raw on purpose: it checks the target without our initiator.)
+// The second half drives our initiator (library and `rdmablk` CLI) against the same target: the right secret
+// with verified I/O, wrong and missing secrets, require_authentication, bidirectional with a right and a wrong
+// controller secret, key file modes at start and reload, and I/O queues of several queues and bench jobs.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -13,7 +16,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <optional>
 
 #include "e2e_common.h"
@@ -299,6 +304,348 @@ TEST(AuthE2e, AKeyFileOthersCanReadIsAConfigError) {
             std::string::npos)
       << r.err;
   EXPECT_EQ(r.err.find("DHHC-1"), std::string::npos);
+}
+
+
+// ---- our initiator (library and CLI) against the real target ------------------------------------------------
+
+using rdmablk::initiator::Controller;
+using rdmablk::initiator::ControllerOptions;
+using rdmablk::initiator::IoQueue;
+using rdmablk::initiator::make_dhchap_settings;
+
+// DHHC-1 text of fresh secrets: the host's (SHA-256 transformed, as `nvme gen-dhchap-key --hmac=1` prints),
+// the controller's (SHA-384 transformed), and wrong ones of the same kinds.
+struct KeyTexts {
+  std::string host = DhchapKey::generate(32, KeyTransform::sha256)->format();
+  std::string ctrl = DhchapKey::generate(48, KeyTransform::sha384)->format();
+  std::string wrong = DhchapKey::generate(32, KeyTransform::sha256)->format();
+  std::string wrong_ctrl = DhchapKey::generate(48, KeyTransform::sha384)->format();
+  std::vector<std::string> all() const { return {host, ctrl, wrong, wrong_ctrl}; }
+};
+
+// The base64 part of "DHHC-1:XX:<base64>:": what a leak would show.
+std::string base64_part(const std::string& text) { return text.substr(10, text.size() - 11); }
+
+// Fails when any secret (or any DHHC-1 text at all) is in `text`.
+void expect_no_secret(const std::string& text, const KeyTexts& keys, const std::string& where) {
+  for (const auto& k : keys.all()) {
+    ASSERT_GT(base64_part(k).size(), 40u);
+    EXPECT_EQ(text.find(base64_part(k)), std::string::npos) << "a secret in " << where;
+  }
+  EXPECT_EQ(text.find("DHHC-1"), std::string::npos) << "a DHHC-1 string in " << where;
+}
+
+// Writes a key file with `mode` into the target's directory (keys/NAME, relative to the config).
+std::string key_file(const TargetProcess& t, const std::string& name, const std::string& text, mode_t mode) {
+  std::filesystem::create_directories(t.dir() / "keys");
+  const auto path = t.dir() / "keys" / name;
+  write_file(path, text + "\n");
+  ::chmod(path.c_str(), mode);
+  return "keys/" + name;
+}
+
+// A subsystem's `hosts:` list; each entry is the YAML lines after "- " (indented for a list item).
+std::string hosts_yaml(const std::vector<std::string>& entries, bool require_authentication = false) {
+  std::string y = require_authentication ? "    require_authentication: true\n" : "";
+  y += "    hosts:\n";
+  for (const auto& e : entries) y += "      - " + e;
+  return y;
+}
+std::string host_a_with_key(const std::string& key_line, const std::string& extra = "") {
+  return std::string("nqn: ") + kHostA + "\n        " + key_line + "\n" + extra;
+}
+
+ControllerOptions auth_options(const TargetProcess& t, const std::string& secret, const std::string& ctrl_secret,
+                               const std::string& hostnqn = kHostA, uint16_t io_queues = 1) {
+  auto o = controller_options(t.io_port(), kSubnqn, hostnqn, 120'000, io_queues);
+  auto d = make_dhchap_settings(secret, ctrl_secret);
+  EXPECT_TRUE(d) << (d ? "" : d.error().message);
+  if (d) o.dhchap = std::move(*d);
+  return o;
+}
+
+// A connect that must fail: its message.
+std::string connect_error(const ControllerOptions& o) {
+  auto c = Controller::connect(o);
+  EXPECT_FALSE(c) << "the connect succeeded";
+  return c ? std::string() : c.error().message;
+}
+
+// Writes `bytes` of a pattern at `slba` on queue `q` and reads them back (block size 512).
+void verified_write_read(IoQueue& q, uint64_t slba, uint32_t bytes, uint32_t seed) {
+  auto data = pattern(bytes, seed);
+  auto w = write_blocks(q, 1, slba, 512, data);
+  ASSERT_TRUE(w) << w.error().message;
+  ASSERT_TRUE(w->get_status().ok()) << rdmablk::initiator::describe_status(w->get_status());
+  std::vector<uint8_t> back(bytes, 0);
+  auto r = read_blocks(q, 1, slba, 512, back);
+  ASSERT_TRUE(r) << r.error().message;
+  ASSERT_TRUE(r->get_status().ok()) << rdmablk::initiator::describe_status(r->get_status());
+  EXPECT_TRUE(back == data) << "data read back differs at lba " << slba;
+}
+
+// `rdmablk identify -t tcp -a 127.0.0.1 -s PORT -n SUBNQN -q HOST --hostid ID [EXTRA...]`
+ProcessResult cli_identify(const TargetProcess& t, const std::vector<std::string>& extra,
+                           const std::string& hostnqn = kHostA) {
+  std::vector<std::string> argv{RDMABLK_CLI_BINARY, "identify", "-t", "tcp", "-a", "127.0.0.1", "-s",
+                                std::to_string(t.io_port()), "-n", kSubnqn, "-q", hostnqn, "--hostid",
+                                rdmablk::initiator::format_uuid(host_identity(hostnqn).hostid)};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return run_process(argv, t.dir(), 60s);
+}
+
+bool contains(const std::string& text, const std::string& what) { return text.find(what) != std::string::npos; }
+
+// The host's secret in a 0600 key file: identify and verified I/O through the library, identify through the CLI.
+TEST(AuthE2e, InitiatorAuthenticatesWithAKeyFileSecretAndMovesVerifiedData) {
+  KeyTexts keys;
+  TargetProcess t;
+  const std::string file = key_file(t, "host-a.key", keys.host, 0600);
+  ASSERT_TRUE(t.start(config_with_namespaces(kRamNamespace, hosts_yaml({host_a_with_key("dhchap_key_file: " + file)}))));
+
+  auto ctrl = connect_or_fail(auth_options(t, keys.host, ""), t);
+  ASSERT_TRUE(ctrl);
+  ASSERT_NE(ctrl->find_namespace(1), nullptr);
+  auto q = io_queue_or_fail(*ctrl, 1);
+  ASSERT_TRUE(q);
+  verified_write_read(*q, 0, 4096, 1);          // in-capsule write
+  verified_write_read(*q, 2048, 128 * 1024, 2);  // R2T + H2CData write, multi-PDU read
+  q->disconnect();
+  EXPECT_TRUE(ctrl->shutdown());
+  // The controller picks its first allowed hash and group that the host offers: sha256, null.
+  EXPECT_TRUE(t.wait_for_log(std::string("qid 0: host ") + kHostA + " authenticated (sha256, null)")) << t.log();
+
+  auto r = cli_identify(t, {"-S", keys.host});
+  EXPECT_EQ(r.exit_status, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, kSubnqn)) << r.out;
+  expect_no_secret(r.out + r.err, keys, "the CLI's output");
+  expect_no_secret(t.log(), keys, "the target log");
+}
+
+// A wrong secret: AUTH_Failure1, logged by the target without the secret; no secret at all: the hint, nothing
+// sent. The right secret still works afterwards (two failures are far from the block limit).
+TEST(AuthE2e, WrongOrMissingSecretIsRefused) {
+  KeyTexts keys;
+  TargetProcess t;
+  ASSERT_TRUE(t.start(config_with_namespaces(
+      kRamNamespace, hosts_yaml({host_a_with_key("dhchap_key: \"" + keys.host + "\"")}))));
+
+  std::string err = connect_error(auth_options(t, keys.wrong, ""));
+  EXPECT_TRUE(contains(err, "qid 0: authentication failed: the controller answered AUTH_Failure1")) << err;
+  EXPECT_TRUE(t.wait_for_log(std::string("DH-HMAC-CHAP authentication of host ") + kHostA + " from")) << t.log();
+
+  auto r = cli_identify(t, {"--dhchap-secret", keys.wrong});
+  EXPECT_EQ(r.exit_status, 1) << r.err;
+  EXPECT_TRUE(contains(r.err, "AUTH_Failure1")) << r.err;
+  expect_no_secret(r.out + r.err, keys, "the CLI's output");
+
+  err = connect_error(auth_options(t, "", ""));
+  EXPECT_TRUE(contains(err, "qid 0: controller requires authentication: pass --dhchap-secret")) << err;
+  r = cli_identify(t, {});
+  EXPECT_EQ(r.exit_status, 1) << r.err;
+  EXPECT_TRUE(contains(r.err, "controller requires authentication: pass --dhchap-secret")) << r.err;
+
+  auto ctrl = connect_or_fail(auth_options(t, keys.host, ""), t);
+  ASSERT_TRUE(ctrl);
+  EXPECT_TRUE(ctrl->shutdown());
+
+  // Two failed transactions (library and CLI), each one warning line; no secret anywhere.
+  const std::string log = t.log();
+  std::size_t failures = 0;
+  for (auto at = log.find("DH-HMAC-CHAP authentication of host"); at != std::string::npos;
+       at = log.find("DH-HMAC-CHAP authentication of host", at + 1)) {
+    ++failures;
+  }
+  EXPECT_EQ(failures, 2u) << log;
+  EXPECT_TRUE(contains(log, "host response mismatch")) << log;
+  expect_no_secret(log, keys, "the target log");
+}
+
+// require_authentication: a host without a configured secret is refused at Connect (whatever it brings); the
+// host with one connects.
+TEST(AuthE2e, RequireAuthenticationRefusesAHostWithoutASecretAtConnect) {
+  KeyTexts keys;
+  TargetProcess t;
+  ASSERT_TRUE(t.start(config_with_namespaces(
+      kRamNamespace,
+      hosts_yaml({host_a_with_key("dhchap_key: \"" + keys.host + "\""), std::string("nqn: ") + kHostB + "\n"}, true))));
+  EXPECT_TRUE(contains(t.log(), "this host will be refused")) << t.log();
+
+  for (const std::string& secret : {std::string(), keys.host}) {
+    const std::string err = connect_error(auth_options(t, secret, "", kHostB));
+    EXPECT_TRUE(contains(err, "Connect (qid 0, hostnqn " + std::string(kHostB) + ") rejected")) << err;
+    EXPECT_FALSE(contains(err, "authentication")) << "refused before any authentication: " << err;
+  }
+  EXPECT_TRUE(t.wait_for_log(std::string("host ") + kHostB + " has no DH-HMAC-CHAP secret and " + kSubnqn +
+                             " requires authentication"))
+      << t.log();
+  auto r = cli_identify(t, {}, kHostB);
+  EXPECT_EQ(r.exit_status, 1) << r.err;
+  EXPECT_TRUE(contains(r.err, "rejected")) << r.err;
+
+  auto ctrl = connect_or_fail(auth_options(t, keys.host, ""), t);
+  ASSERT_TRUE(ctrl);
+  EXPECT_TRUE(ctrl->shutdown());
+  expect_no_secret(t.log(), keys, "the target log");
+}
+
+// Bidirectional: the controller's secret from a 0600 file. The right controller secret on the host side: I/O
+// works; a wrong one: the host refuses the controller (AUTH_Failure2) and the target logs the host's report;
+// without -C the host authenticates one way only, which the target accepts.
+TEST(AuthE2e, BidirectionalAuthenticationChecksTheController) {
+  KeyTexts keys;
+  TargetProcess t;
+  const std::string file = key_file(t, "ctrl-a.key", keys.ctrl, 0600);
+  ASSERT_TRUE(t.start(config_with_namespaces(
+      kRamNamespace, hosts_yaml({host_a_with_key("dhchap_key: \"" + keys.host + "\"",
+                                                 "        dhchap_ctrl_key_file: " + file + "\n" +
+                                                     "        dhchap_dhgroups: [ffdhe2048]\n")}))));
+
+  auto ctrl = connect_or_fail(auth_options(t, keys.host, keys.ctrl), t);
+  ASSERT_TRUE(ctrl);
+  auto q = io_queue_or_fail(*ctrl, 1);
+  ASSERT_TRUE(q);
+  verified_write_read(*q, 64, 32 * 1024, 3);
+  q->disconnect();
+  EXPECT_TRUE(ctrl->shutdown());
+  EXPECT_TRUE(t.wait_for_log(std::string("qid 0: host ") + kHostA + " authenticated (sha256, ffdhe2048, bidirectional)"))
+      << t.log();
+
+  const std::string err = connect_error(auth_options(t, keys.host, keys.wrong_ctrl));
+  EXPECT_TRUE(contains(err, "qid 0: controller authentication failed")) << err;
+  EXPECT_TRUE(contains(err, "AUTH_Failure2 sent")) << err;
+  EXPECT_TRUE(t.wait_for_log("reported by the host")) << t.log();
+
+  auto r = cli_identify(t, {"-S", keys.host, "-C", keys.ctrl});
+  EXPECT_EQ(r.exit_status, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, kSubnqn)) << r.out;
+  r = cli_identify(t, {"-S", keys.host, "-C", keys.wrong_ctrl});
+  EXPECT_EQ(r.exit_status, 1) << r.err;
+  EXPECT_TRUE(contains(r.err, "controller authentication failed")) << r.err;
+  expect_no_secret(r.out + r.err, keys, "the CLI's output");
+
+  auto one_way = connect_or_fail(auth_options(t, keys.host, ""), t);
+  ASSERT_TRUE(one_way);
+  EXPECT_TRUE(one_way->shutdown());
+  expect_no_secret(t.log(), keys, "the target log");
+}
+
+// Key files others may read (or write) stop the daemon at start and are refused by a reload, which keeps the
+// running keys; the message names the file and its mode, never the secret. --check-config, warnings included,
+// says nothing secret either.
+TEST(AuthE2e, KeyFilesOthersCanAccessAreRefusedAtStartAndReload) {
+  KeyTexts keys;
+  for (mode_t mode : {mode_t{0644}, mode_t{0620}, mode_t{0602}}) {
+    TempDir dir;
+    std::filesystem::create_directories(dir.path() / "keys");
+    const auto path = dir.path() / "keys" / "host-a.key";
+    write_file(path, keys.host + "\n");
+    ::chmod(path.c_str(), mode);
+    const auto config = dir.path() / "target.yaml";
+    write_file(config, "listeners: [{address: 127.0.0.1, port: " + std::to_string(pick_free_port()) +
+                           "}]\nsubsystems:\n  - nqn: " + kSubnqn + "\n    hosts:\n      - nqn: " + kHostA +
+                           "\n        dhchap_key_file: keys/host-a.key\n");
+    auto r = run_process({RDMABLK_TARGET_BINARY, "--config", config.string()}, dir.path(), 60s);
+    char octal[8];
+    std::snprintf(octal, sizeof(octal), "%04o", static_cast<unsigned>(mode));
+    EXPECT_EQ(r.exit_status, 2) << "mode " << octal << ": " << r.err;
+    EXPECT_TRUE(contains(r.err, "dhchap_key_file: " + path.string() + ": mode " + octal)) << r.err;
+    expect_no_secret(r.out + r.err, keys, "the start error");
+  }
+
+  // A running target: a reload that names a 0644 key file fails and the old key keeps working.
+  TargetProcess t;
+  const std::string good = key_file(t, "host-a.key", keys.host, 0600);
+  ASSERT_TRUE(t.start(config_with_namespaces(kRamNamespace, hosts_yaml({host_a_with_key("dhchap_key_file: " + good)}))));
+  const std::string open_file = key_file(t, "host-a-new.key", keys.wrong, 0644);
+  const auto from = t.log_size();
+  EXPECT_FALSE(t.reload(config_with_namespaces(kRamNamespace, hosts_yaml({host_a_with_key("dhchap_key_file: " + open_file)}))));
+  EXPECT_TRUE(t.wait_for_log("mode 0644", 30s, from)) << t.log();
+  auto ctrl = connect_or_fail(auth_options(t, keys.host, ""), t);
+  ASSERT_TRUE(ctrl);
+  EXPECT_TRUE(ctrl->shutdown());
+  expect_no_secret(t.log(), keys, "the target log");
+
+  // --check-config of a config with an inline secret, a key file and a warning (a host that will be refused).
+  TempDir dir;
+  const auto kf = dir.path() / "ctrl.key";
+  write_file(kf, keys.ctrl + "\n");
+  ::chmod(kf.c_str(), 0400);
+  const auto config = dir.path() / "target.yaml";
+  write_file(config, "listeners: [{address: 127.0.0.1, port: " + std::to_string(pick_free_port()) +
+                         "}]\nsubsystems:\n  - nqn: " + kSubnqn + "\n    require_authentication: true\n" +
+                         "    hosts:\n      - nqn: " + kHostA + "\n        dhchap_key: \"" + keys.host +
+                         "\"\n        dhchap_ctrl_key_file: ctrl.key\n      - " + kHostB + "\n");
+  auto check = run_process({RDMABLK_TARGET_BINARY, "--check-config", "--config", config.string()}, dir.path(), 60s);
+  EXPECT_EQ(check.exit_status, 0) << check.err;
+  EXPECT_TRUE(contains(check.err, "warning:")) << check.err;
+  expect_no_secret(check.out + check.err, keys, "--check-config output");
+}
+
+// Every I/O queue authenticates on its own (T_ID = qid): several queues of one controller, then the bench with
+// parallel jobs (each job a controller with its own admin and I/O queue), bidirectionally, data verified. The
+// target logs each queue's success at debug level.
+TEST(AuthE2e, IoQueuesAuthenticateForSeveralQueuesAndBenchJobs) {
+  KeyTexts keys;
+  TargetProcess t;
+  ASSERT_TRUE(t.start(config_with_namespaces(
+      kRamNamespace,
+      hosts_yaml({host_a_with_key("dhchap_key: \"" + keys.host + "\"", "        dhchap_ctrl_key: \"" + keys.ctrl + "\"\n")}),
+      "log_level: debug\n")));
+
+  constexpr uint16_t kQueues = 3;
+  auto ctrl = connect_or_fail(auth_options(t, keys.host, keys.ctrl, kHostA, kQueues), t);
+  ASSERT_TRUE(ctrl);
+  ASSERT_EQ(ctrl->granted_io_queues(), kQueues);
+  for (uint16_t qid = 1; qid <= kQueues; ++qid) {
+    auto q = io_queue_or_fail(*ctrl, qid);
+    ASSERT_TRUE(q);
+    verified_write_read(*q, 4096u * qid, 8192, 10 + qid);
+    EXPECT_TRUE(t.wait_for_log("qid " + std::to_string(qid) + ": host " + kHostA + " authenticated")) << t.log();
+    q->disconnect();
+  }
+  EXPECT_TRUE(ctrl->shutdown());
+
+  const std::size_t from = t.log_size();
+  const auto job_path = t.dir() / "auth.fio";
+  write_file(job_path, R"([global]
+namespace=1
+bs=4k
+iodepth=8
+
+[writers]
+rw=randwrite
+size=2m
+numjobs=3
+offset_increment=4m
+verify=crc32c
+)");
+  auto argv = bench_argv(t, job_path.string());
+  for (const std::string& a : {std::string("-S"), keys.host, std::string("-C"), keys.ctrl}) argv.push_back(a);
+  auto r = run_process(argv, t.dir(), 180s);
+  ASSERT_FALSE(r.timed_out) << r.err;
+  ASSERT_EQ(r.exit_status, 0) << r.err << "\n" << r.out << "\n--- target log ---\n" << t.log();
+  auto j = nlohmann::json::parse(r.out, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << r.out;
+  ASSERT_EQ(j["jobs"].size(), 3u) << j.dump(2);
+  for (const auto& job : j["jobs"]) {
+    EXPECT_EQ(job["error"], 0) << job.dump(2);
+    EXPECT_EQ(job["write"]["io_bytes"], 2u << 20);
+    EXPECT_EQ(job["read"]["io_bytes"], 2u << 20);  // the verify pass
+  }
+  expect_no_secret(r.out + r.err, keys, "the bench's output");
+  // Three controllers, each admin queue and qid 1 authenticated bidirectionally.
+  const std::string log = t.log().substr(from);
+  auto count = [&](const std::string& needle) {
+    std::size_t n = 0;
+    for (auto at = log.find(needle); at != std::string::npos; at = log.find(needle, at + 1)) ++n;
+    return n;
+  };
+  EXPECT_EQ(count(std::string("qid 0: host ") + kHostA + " authenticated (sha256, null, bidirectional)"), 3u) << log;
+  EXPECT_EQ(count(std::string("qid 1: host ") + kHostA + " authenticated (sha256, null, bidirectional)"), 3u) << log;
+  EXPECT_EQ(count("DH-HMAC-CHAP authentication of host"), 0u) << log;
+  expect_no_secret(t.log(), keys, "the target log");
 }
 
 }  // namespace
