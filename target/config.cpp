@@ -356,6 +356,7 @@ class Parser : public config::Reader {
   void check_metrics(const TargetConfig& config) const;
   SubsystemConfig parse_subsystem(const YAML::Node& node, const std::string& path);
   HostConfig parse_host(const YAML::Node& node, const std::string& path, SourceLocation at);
+  TlsPskConfig parse_tls_psk(const Mapping& m) const;
   DhchapSecretConfig parse_secret(const Mapping& m, std::string_view key_name, std::string_view file_name) const;
   NamespaceConfig parse_namespace(const YAML::Node& node, const std::string& path);
   QueueLimits parse_limits(const Field& f);
@@ -369,7 +370,8 @@ class Parser : public config::Reader {
 TargetConfig Parser::parse() {
   YAML::Node root = load_mapping("the configuration is empty (at least `listeners` is required)");
   Mapping top(*this, root, "", location_of(root.Mark()),
-              {"listeners", "subsystems", "reactors", "busy_poll_us", "log_level", "limits", "control", "metrics"});
+              {"listeners", "subsystems", "reactors", "busy_poll_us", "log_level", "limits", "control", "metrics",
+               "tls_psk_derivation"});
 
   TargetConfig config;
   config.source = file();
@@ -401,6 +403,16 @@ TargetConfig Parser::parse() {
 
   check_listeners(config, listeners);
   check_namespaces_across_subsystems(config);
+  const bool any_tls = std::any_of(config.listeners.begin(), config.listeners.end(),
+                                   [](const ListenerConfig& l) { return l.tls != transport::tcp::TlsPolicy::none; });
+  for (std::size_t s = 0; s < config.subsystems.size() && !any_tls; ++s) {
+    const auto& hosts = config.subsystems[s].host_configs;
+    for (std::size_t h = 0; h < hosts.size(); ++h) {
+      if (!hosts[h].tls_psk.configured()) continue;
+      warn(hosts[h].tls_psk.at, "subsystems[" + std::to_string(s) + "].hosts[" + std::to_string(h) + "]",
+           "a tls_psk, but no listener has tls: optional or required, so it is never used");
+    }
+  }
 
   if (const Field* f = top.find("reactors")) parse_reactors(*f, config);
   if (const Field* f = top.find("busy_poll_us")) {
@@ -412,6 +424,12 @@ TargetConfig Parser::parse() {
     config.log_level = *level;
   }
   if (const Field* f = top.find("limits")) config.limits = parse_limits(*f);
+  if (const Field* f = top.find("tls_psk_derivation")) {
+    config.tls_psk_derivation = one_of<security::PskDerivation>(
+        *f, "PSK derivation",
+        {{"standard", security::PskDerivation::standard}, {"libnvme_compat", security::PskDerivation::libnvme_compat}});
+    config.tls_psk_derivation_at = f->value_at;
+  }
   if (const Field* f = top.find("control")) config.control = parse_control(*f);
   if (const Field* f = top.find("metrics")) config.metrics = parse_metrics(*f);
   check_metrics(config);
@@ -423,8 +441,8 @@ TargetConfig Parser::parse() {
 ListenerConfig Parser::parse_listener(const YAML::Node& node, const std::string& path) {
   SourceLocation at = location_of(node.Mark());
   if (!node.IsMap())
-    fail(at, path, std::string("expected a mapping (transport, address, port, role), got a ") + node_kind(node));
-  Mapping m(*this, node, path, at, {"transport", "address", "port", "role"});
+    fail(at, path, std::string("expected a mapping (transport, address, port, role, tls), got a ") + node_kind(node));
+  Mapping m(*this, node, path, at, {"transport", "address", "port", "role", "tls"});
   ListenerConfig l;
   l.at = at;
   if (const Field* f = m.find("transport")) {
@@ -443,6 +461,14 @@ ListenerConfig Parser::parse_listener(const YAML::Node& node, const std::string&
   if (const Field* f = m.find("port")) {
     l.port = static_cast<uint16_t>(integer(*f, 1, 65535));
     l.port_at = f->value_at;
+  }
+  if (const Field* f = m.find("tls")) {
+    auto policy = transport::tcp::parse_tls_policy(scalar(*f, "none, optional or required"));
+    if (!policy) fail(f->value_at, f->path, policy.error().message);
+    if (*policy != transport::tcp::TlsPolicy::none && l.transport != transport::TransportType::tcp) {
+      fail(f->value_at, f->path, "TLS is for NVMe/TCP listeners only (the RDMA binding has no secure channel)");
+    }
+    l.tls = *policy;
   }
   return l;
 }
@@ -663,7 +689,7 @@ SubsystemConfig Parser::parse_subsystem(const YAML::Node& node, const std::strin
         host = parse_host(items[i], item_path, item_at);
       } else {
         Field item{item_path, "", items[i], item_at, item_at};
-        host.nqn = string_value(item, "a host NQN, or a mapping with nqn and dhchap_key");
+        host.nqn = string_value(item, "a host NQN, or a mapping with nqn and dhchap_key or tls_psk");
         host.at = item_at;
         check_nqn(item_at, item_path, host.nqn);
       }
@@ -741,10 +767,34 @@ DhchapSecretConfig Parser::parse_secret(const Mapping& m, std::string_view key_n
   return secret;
 }
 
+TlsPskConfig Parser::parse_tls_psk(const Mapping& m) const {
+  TlsPskConfig psk;
+  const Field* inline_key = m.find("tls_psk");
+  const Field* file = m.find("tls_psk_file");
+  if (inline_key && file) {
+    fail(file->key_at, file->path,
+         "give tls_psk or tls_psk_file, not both (tls_psk at line " + std::to_string(inline_key->key_at.line) + ")");
+  }
+  if (inline_key) {
+    // Never quotes the value: it is a secret.
+    if (missing(inline_key->value) || !inline_key->value.IsScalar()) {
+      fail(inline_key->value_at, inline_key->path, "expected a PSK \"NVMeTLSkey-1:XX:<base64>:\" (nvme gen-tls-key)");
+    }
+    auto key = security::parse_psk_interchange(inline_key->value.Scalar());
+    if (!key) fail(inline_key->value_at, inline_key->path, key.error().message);
+    psk.key = std::make_shared<const security::ConfiguredPsk>(std::move(*key));
+    psk.at = inline_key->value_at;
+  } else if (file) {
+    psk.file = string_value(*file, "the path of a file holding an NVMeTLSkey-1 PSK");
+    psk.at = file->value_at;
+  }
+  return psk;
+}
+
 HostConfig Parser::parse_host(const YAML::Node& node, const std::string& path, SourceLocation at) {
   Mapping m(*this, node, path, at,
             {"nqn", "dhchap_key", "dhchap_key_file", "dhchap_ctrl_key", "dhchap_ctrl_key_file", "dhchap_hashes",
-             "dhchap_dhgroups"});
+             "dhchap_dhgroups", "tls_psk", "tls_psk_file"});
   HostConfig host;
   host.at = at;
   const Field& nqn = m.require("nqn", "the host's NQN");
@@ -753,6 +803,7 @@ HostConfig Parser::parse_host(const YAML::Node& node, const std::string& path, S
   check_nqn(nqn.value_at, nqn.path, host.nqn);
   host.dhchap_key = parse_secret(m, "dhchap_key", "dhchap_key_file");
   host.dhchap_ctrl_key = parse_secret(m, "dhchap_ctrl_key", "dhchap_ctrl_key_file");
+  host.tls_psk = parse_tls_psk(m);
   if (host.dhchap_ctrl_key.configured() && !host.dhchap_key.configured()) {
     const Field* f = m.find("dhchap_ctrl_key") ? m.find("dhchap_ctrl_key") : m.find("dhchap_ctrl_key_file");
     fail(f->key_at, f->path,
@@ -964,8 +1015,9 @@ QueueLimits Parser::parse_limits(const Field& f) {
 
 std::string errno_text(int err) { return std::strerror(err); }
 
-// Reads one DH-HMAC-CHAP key file (see load_config()). Errors never quote the file's content.
-Result<security::dhchap::DhchapKey> read_key_file(const std::string& path) {
+// Reads a secret's file (see load_config()): a regular file, no symlink, not readable or writable by other
+// users, short. Errors never quote the content; the caller wipes the returned text after parsing it.
+Result<std::string> read_secret_file(const std::string& path, const char* what) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) {
     const int e = errno;
@@ -1002,10 +1054,30 @@ Result<security::dhchap::DhchapKey> read_key_file(const std::string& path) {
     if (n == 0) break;
     got += static_cast<std::size_t>(n);
   }
-  if (got == text.size()) return make_error(path + ": too long for a DHHC-1 secret", EINVAL);
+  if (got == text.size()) {
+    std::fill(text.begin(), text.end(), '\0');
+    return make_error(path + ": too long for " + what, EINVAL);
+  }
   text.resize(got);
-  auto key = security::dhchap::DhchapKey::parse(text);
-  std::fill(text.begin(), text.end(), '\0');
+  return text;
+}
+
+// One DH-HMAC-CHAP key file.
+Result<security::dhchap::DhchapKey> read_key_file(const std::string& path) {
+  auto text = read_secret_file(path, "a DHHC-1 secret");
+  if (!text) return tl::unexpected(text.error());
+  auto key = security::dhchap::DhchapKey::parse(*text);
+  std::fill(text->begin(), text->end(), '\0');
+  if (!key) return make_error(path + ": " + key.error().message, EINVAL);
+  return key;
+}
+
+// One TLS PSK file (NVMeTLSkey-1 interchange format, as `nvme gen-tls-key` prints it).
+Result<security::ConfiguredPsk> read_psk_file(const std::string& path) {
+  auto text = read_secret_file(path, "an NVMeTLSkey-1 PSK");
+  if (!text) return tl::unexpected(text.error());
+  auto key = security::parse_psk_interchange(*text);
+  std::fill(text->begin(), text->end(), '\0');
   if (!key) return make_error(path + ": " + key.error().message, EINVAL);
   return key;
 }
@@ -1249,6 +1321,17 @@ Result<TargetConfig> load_config(const std::string& path) {
         }
         secret->key = std::make_shared<const security::dhchap::DhchapKey>(std::move(*key));
       }
+      if (!host.tls_psk.file.empty()) {
+        if (std::filesystem::path(host.tls_psk.file).is_relative()) {
+          host.tls_psk.file = (base / host.tls_psk.file).lexically_normal().string();
+        }
+        auto key = read_psk_file(host.tls_psk.file);
+        if (!key) {
+          return make_error(format_message(config->source, host.tls_psk.at, field + "tls_psk_file", key.error().message),
+                            key.error().errno_value);
+        }
+        host.tls_psk.key = std::make_shared<const security::ConfiguredPsk>(std::move(*key));
+      }
     }
   }
   return config;
@@ -1295,7 +1378,8 @@ CpuAvailability machine_cpus() {
 
 std::vector<std::string> restart_only_changes(const TargetConfig& running, const TargetConfig& reread) {
   auto same_listener = [](const ListenerConfig& a, const ListenerConfig& b) {
-    return a.transport == b.transport && a.address == b.address && a.port == b.port && a.role == b.role;
+    return a.transport == b.transport && a.address == b.address && a.port == b.port && a.role == b.role &&
+           a.tls == b.tls;
   };
   std::vector<std::string> keys;
   if (!std::equal(running.listeners.begin(), running.listeners.end(), reread.listeners.begin(), reread.listeners.end(),
@@ -1312,7 +1396,13 @@ std::vector<std::string> restart_only_changes(const TargetConfig& running, const
   if (m.enabled != m2.enabled || (m.enabled && (m.address != m2.address || m.port != m2.port))) {
     keys.emplace_back("metrics");
   }
+  if (running.tls_psk_derivation != reread.tls_psk_derivation) keys.emplace_back("tls_psk_derivation");
   return keys;
+}
+
+std::string TlsPskConfig::describe() const {
+  if (!file.empty()) return "file " + file;
+  return key ? "set" : "none";
 }
 
 std::string DhchapSecretConfig::describe() const {
@@ -1339,6 +1429,7 @@ std::string describe(const TargetConfig& config) {
   for (std::size_t i = 0; i < config.listeners.size(); ++i) {
     const auto& l = config.listeners[i];
     out += (i ? ", " : "") + endpoint(l) + (l.role == ListenerRole::discovery ? " discovery" : "");
+    if (l.tls != transport::tcp::TlsPolicy::none) out += std::string(" tls ") + transport::tcp::to_string(l.tls);
   }
   out +=
       "), " + std::to_string(config.subsystems.size()) + (config.subsystems.size() == 1 ? " subsystem" : " subsystems");
@@ -1351,6 +1442,11 @@ std::string describe(const TargetConfig& config) {
   if (secrets != 0) {
     out += ", DH-HMAC-CHAP for " + std::to_string(secrets) + (secrets == 1 ? " host" : " hosts");
   }
+  std::size_t psks = 0;
+  for (const auto& sub : config.subsystems) {
+    for (const auto& h : sub.host_configs) psks += h.tls_psk.configured() ? 1 : 0;
+  }
+  if (psks != 0) out += ", TLS PSKs for " + std::to_string(psks) + (psks == 1 ? " host" : " hosts");
   out += ", reactors " + (config.reactors ? std::to_string(config.reactors) : std::string("auto"));
   if (!config.reactor_cpus.empty()) out += " on CPUs " + format_cpu_list(config.reactor_cpus);
   out += ", log " + std::string(spdlog::level::to_string_view(config.log_level).data(),

@@ -31,7 +31,9 @@
 #include "config/source_location.h"
 #include "protocol/auth.h"
 #include "protocol/result.h"
+#include "security/tls_psk.h"
 #include "transport/address.h"
+#include "transport/tcp/tcp_tls.h"
 
 namespace rdmablk::security::dhchap {
 class DhchapKey;
@@ -59,6 +61,9 @@ struct ListenerConfig {
   std::string address;                        // an IPv4 or IPv6 literal; 0.0.0.0 / :: = every local address
   uint16_t port = transport::kDefaultIoPort;  // default 4420, or 8009 for role: discovery
   ListenerRole role = ListenerRole::io;
+  // NVMe/TCP only: TLS 1.3 with a PSK before ICReq (none / optional / required). The discovery log entry's
+  // TREQ and TSAS say it.
+  transport::tcp::TlsPolicy tls = transport::tcp::TlsPolicy::none;
 
   SourceLocation at;          // the listener's mapping
   SourceLocation address_at;  // its `address` value
@@ -102,12 +107,26 @@ struct DhchapSecretConfig {
   std::string describe() const;
 };
 
+// A host's NVMe/TCP TLS PSK in the interchange format (`tls_psk: "NVMeTLSkey-1:01:...:"`, from
+// `nvme gen-tls-key`) or in a file (`tls_psk_file: PATH`, read by load_config() with the same checks as a
+// DH-HMAC-CHAP key file).
+struct TlsPskConfig {
+  std::shared_ptr<const security::ConfiguredPsk> key;  // null: none (or its file not read yet)
+  std::string file;
+  SourceLocation at;
+
+  bool configured() const noexcept { return key != nullptr || !file.empty(); }
+  // "none", "set" or "file PATH" - never the key.
+  std::string describe() const;
+};
+
 // One entry of a subsystem's `hosts:` list: a plain NQN, or a mapping with the host's DH-HMAC-CHAP
 // settings (NVMe Base 2.0 8.13.5). A host with a dhchap_key must authenticate every queue.
 struct HostConfig {
   std::string nqn;
   DhchapSecretConfig dhchap_key;       // the host's secret (it proves itself with it)
   DhchapSecretConfig dhchap_ctrl_key;  // the controller's secret, for bidirectional authentication
+  TlsPskConfig tls_psk;                // the host's TLS PSK on this subsystem (NVMe/TCP listeners with tls)
   // Allowed hash functions and DH groups, best first (the controller picks the first the host offers).
   std::vector<protocol::auth::HashId> dhchap_hashes{protocol::auth::HashId::sha256, protocol::auth::HashId::sha384,
                                                     protocol::auth::HashId::sha512};
@@ -211,6 +230,10 @@ struct TargetConfig {
   // sleep and a wake-up, yet short enough that an idle target sleeps at once.
   unsigned busy_poll_us = 200;
   spdlog::level::level_enum log_level = spdlog::level::info;
+  // How TLS PSKs become the handshake's key: standard (TP 8011, current libnvme and the kernel) or
+  // libnvme_compat (keys a libnvme before its HKDF-label fix inserted, nvme-cli's --compat). Restart only.
+  security::PskDerivation tls_psk_derivation = security::PskDerivation::standard;
+  SourceLocation tls_psk_derivation_at;
   QueueLimits limits;
   ControlConfig control;
   MetricsConfig metrics;
@@ -219,7 +242,7 @@ struct TargetConfig {
 };
 
 // Reads and parses `path`, then makes relative namespace paths absolute (relative to the file's
-// directory) and reads the DH-HMAC-CHAP key files (relative to it too): each must be a regular file that
+// directory) and reads the DH-HMAC-CHAP key files and TLS PSK files (relative to it too): each must be a regular file that
 // other users cannot read or write (0600 / 0400; a group may read it, not write it), holding one
 // "DHHC-1:XX:...:" secret; an error names the YAML line of the `dhchap_*_key_file` value. Does not look at
 // namespace files or ports: see validate_environment().
@@ -251,7 +274,7 @@ Result<void> validate_environment(const TargetConfig& config, EnvironmentChecks 
 
 // The settings that only take effect at the next restart and differ between the running configuration
 // and a reread one, by key in file order: "listeners", "reactors" (count or CPUs), "busy_poll_us",
-// "control", "metrics". Empty when a reload applies everything.
+// "control", "metrics", "tls_psk_derivation". Empty when a reload applies everything.
 std::vector<std::string> restart_only_changes(const TargetConfig& running, const TargetConfig& reread);
 
 // One line for the startup log: listeners, subsystems, namespaces, reactors (and their CPUs), log level,

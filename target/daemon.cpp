@@ -63,6 +63,9 @@ struct Daemon::Impl {
   std::vector<std::unique_ptr<ReactorAdapter>> adapters;
   std::vector<std::thread> threads;
   std::unique_ptr<TargetCore> core;
+  // The TLS PSKs the listeners' server context looks up (a reload swaps the table).
+  std::shared_ptr<TlsPskStore> tls_psks = std::make_shared<TlsPskStore>();
+  std::shared_ptr<const security::TlsContext> tls_context;
   std::vector<std::unique_ptr<transport::tcp::TcpListener>> tcp_listeners;
   std::vector<std::unique_ptr<transport::rdma::RdmaListener>> rdma_listeners;
   bool stopped = false;
@@ -187,13 +190,26 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const TargetConfig& config, const 
   for (std::size_t i = 0; i < s.reactors.size(); ++i) slots.push_back({s.reactors[i].get(), s.pools[i].get()});
   // One gate for every listener: a host's connections count together wherever they arrive.
   auto gate = transport::ConnectionGate::create(connection_limit_options(config.limits));
+  s.tls_psks->update(config);
+  const bool any_tls = std::any_of(config.listeners.begin(), config.listeners.end(),
+                                   [](const ListenerConfig& l) { return l.tls != transport::tcp::TlsPolicy::none; });
+  if (any_tls) {
+    auto context = tls_server_context(s.tls_psks, config.tls_psk_derivation);
+    if (!context) return make_error("TLS: " + context.error().message);
+    s.tls_context = std::move(*context);
+    const auto& ktls = security::probe_ktls();
+    spdlog::info("TLS: {} host PSKs, {} derivation; records in {} ({})", s.tls_psks->size(),
+                 config.tls_psk_derivation == security::PskDerivation::standard ? "standard" : "libnvme_compat",
+                 ktls.available ? "the kernel (kTLS)" : "userspace", ktls.reason);
+  }
   for (const auto& l : config.listeners) {
     const std::string where = config.source + ":" + std::to_string(l.at.line) + ":" + std::to_string(l.at.column);
     transport::TransportAddress address{l.transport, l.address, l.port};
     const transport::TransportAddress* bound = nullptr;
     if (l.transport == transport::TransportType::tcp) {
-      auto listener =
-          transport::tcp::TcpListener::create(address, slots, *s.core, tcp_target_options(config.limits), gate);
+      auto tcp_options = tcp_target_options(config.limits);
+      tcp_options.tls = tls_server_options(l, s.tls_context);
+      auto listener = transport::tcp::TcpListener::create(address, slots, *s.core, tcp_options, gate);
       if (!listener) return make_error(where + ": listeners: " + listener.error().message);
       bound = &(*listener)->address();
       s.tcp_listeners.push_back(std::move(*listener));
@@ -204,7 +220,8 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const TargetConfig& config, const 
       bound = &(*listener)->address();
       s.rdma_listeners.push_back(std::move(*listener));
     }
-    spdlog::info("listening on {} ({})", transport::to_uri(*bound), listener_role_name(l.role));
+    spdlog::info("listening on {} ({}{})", transport::to_uri(*bound), listener_role_name(l.role),
+                 l.tls == transport::tcp::TlsPolicy::none ? "" : std::string(", tls ") + transport::tcp::to_string(l.tls));
   }
 
   Daemon* self = d.get();
@@ -268,6 +285,7 @@ Result<std::string> Daemon::reload() {
   config->listeners = s.config.listeners;
   auto summary = s.core->reload(*config);
   if (!summary) return tl::unexpected(summary.error());
+  s.tls_psks->update(*config);  // new handshakes use the new PSKs; connections up keep theirs
   for (const auto& warning : config->warnings) spdlog::warn("{}", warning);
   spdlog::info("reloaded {}: {}", s.options.config_path, summary->describe());
   s.config = std::move(*config);

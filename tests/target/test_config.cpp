@@ -239,7 +239,7 @@ listeners:
   - address: 127.0.0.1
     colour: blue
 )"),
-            "t.yaml:3:5: listeners[0].colour: unknown key (expected one of: transport, address, port, role)");
+            "t.yaml:3:5: listeners[0].colour: unknown key (expected one of: transport, address, port, role, tls)");
   EXPECT_EQ(parse_error(R"(
 listeners: [{address: 127.0.0.1}]
 limits:
