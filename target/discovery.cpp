@@ -32,7 +32,8 @@ std::string plain_address(std::string_view a) {
 }
 
 DiscoveryLogEntry make_entry(transport::TransportType type, const std::string& traddr, uint16_t port, uint16_t portid,
-                             protocol::SubsystemType subtype, std::string_view nqn, uint16_t asqsz) {
+                             protocol::SubsystemType subtype, std::string_view nqn, uint16_t asqsz,
+                             transport::tcp::TlsPolicy tls) {
   DiscoveryLogEntry e{};
   e.trtype = static_cast<uint8_t>(type);
   e.adrfam = static_cast<uint8_t>(traddr.find(':') != std::string::npos ? protocol::AddressFamily::ipv6
@@ -55,9 +56,8 @@ DiscoveryLogEntry make_entry(transport::TransportType type, const std::string& t
     t.cms = static_cast<uint8_t>(protocol::RdmaCms::rdma_cm);
     e.set_tsas(t);
   } else {
-    protocol::TcpTsas t{};
-    t.sectype = static_cast<uint8_t>(protocol::TcpSecType::none);
-    e.set_tsas(t);
+    // TREQ 1:0 and TSAS SECTYPE from the listener's TLS policy (none: not specified, no security).
+    protocol::set_tcp_secure_channel(e, transport::tcp::secure_channel_of(tls));
   }
   return e;
 }
@@ -89,7 +89,8 @@ std::vector<uint8_t> TargetCore::discovery_log_locked(const Controller& ctrl) co
   const auto current_portid = static_cast<uint16_t>(current + 1);  // 0 when no listener matches
   if (!is_wildcard(conn_addr))
     entries.push_back(make_entry(ctrl.local_address.type, conn_addr, ctrl.local_address.trsvcid, current_portid,
-                                 protocol::SubsystemType::current_discovery, protocol::kDiscoveryNqn, asqsz));
+                                 protocol::SubsystemType::current_discovery, protocol::kDiscoveryNqn, asqsz,
+                                 current >= 0 ? listeners_[current].tls : transport::tcp::TlsPolicy::none));
 
   for (std::size_t i = 0; i < listeners_.size(); ++i) {
     const auto& l = listeners_[i];
@@ -99,7 +100,7 @@ std::vector<uint8_t> TargetCore::discovery_log_locked(const Controller& ctrl) co
     for (const auto& [nqn, sub] : subsystems_) {
       if (sub->removed || !sub->host_allowed(ctrl.hostnqn)) continue;
       entries.push_back(make_entry(l.transport, traddr, l.port, static_cast<uint16_t>(i + 1),
-                                   protocol::SubsystemType::nvme, nqn, asqsz));
+                                   protocol::SubsystemType::nvme, nqn, asqsz, l.tls));
     }
   }
 

@@ -119,6 +119,17 @@ void TargetCore::connect_with_data(CoreQueue& q, TargetRequest& req) noexcept {
            protocol::connect_invalid_param_result(true, static_cast<uint16_t>(data.error().offset)));
     return;
   }
+  // Over TLS the PSK identity names the host and the subsystem the key was made for (TP 8011): a Connect
+  // for another host or subsystem would borrow that key's trust, so it is refused as an invalid host. A plain
+  // connection on a `tls: optional` listener is served even for a host with a PSK, as nvmet does when TREQ
+  // says "not required"; `tls: required` is what enforces TLS.
+  if (auto tls = q.tq->tls_identity(); tls && (tls->hostnqn != data->hostnqn || tls->subnqn != data->subnqn)) {
+    spdlog::warn("connect from {}: host {} for {} over TLS identity {} (for host {}, subsystem {}): refused",
+                 q.tq->peer_name(), data->hostnqn, data->subnqn, tls->identity, tls->hostnqn, tls->subnqn);
+    const bool host_differs = tls->hostnqn != data->hostnqn;
+    finish(req, st::connect_invalid_host, protocol::connect_invalid_param_result(true, host_differs ? kIpoHostnqn : kIpoSubnqn));
+    return;
+  }
   if (cmd.qid.get() == 0) {
     admin_connect(q, req, cmd, *data);
   } else {

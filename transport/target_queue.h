@@ -22,6 +22,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "protocol/command.h"
@@ -39,6 +40,15 @@ enum class DataDirection : uint8_t { none, host_to_controller, controller_to_hos
 DataDirection command_direction(const protocol::Sqe& sqe, bool& bidirectional) noexcept;
 
 class TargetQueue;
+
+// What a queue's secure channel (NVMe/TCP TLS 1.3 with a PSK) authenticated: the PSK identity's NQNs. The
+// core checks the Connect's host and subsystem NQNs against them.
+struct TlsIdentity {
+  std::string identity;  // "NVMe1R01 <hostnqn> <subnqn> <digest>"
+  std::string hostnqn;
+  std::string subnqn;
+  bool ktls = false;  // records in the kernel (kTLS) or in userspace
+};
 
 struct TargetRequest {
   protocol::Sqe sqe{};  // the command, copied out of the capsule
@@ -75,6 +85,8 @@ class TargetQueue {
   virtual TransportType transport_type() const noexcept = 0;
   virtual const TransportAddress& local_address() const noexcept = 0;  // the listener it came in on
   virtual const std::string& peer_name() const noexcept = 0;           // "10.0.0.2:53211", for logs
+  // The TLS identity the connection was set up with (before ICReq, so before any command); nullopt: plain.
+  virtual std::optional<TlsIdentity> tls_identity() const { return std::nullopt; }
 
   // Owned by the core (its per-queue state); the transport never touches it.
   void* core_queue = nullptr;

@@ -204,6 +204,7 @@ class FakeTargetQueue final : public transport::TargetQueue {
   transport::TransportType transport_type() const noexcept override { return type_; }
   const transport::TransportAddress& local_address() const noexcept override { return address_; }
   const std::string& peer_name() const noexcept override { return peer_; }
+  std::optional<transport::TlsIdentity> tls_identity() const override { return tls; }
 
   // The completion of the command with this cid (nullopt when it has not completed).
   std::optional<Completed> result(uint16_t cid) const {
@@ -224,6 +225,7 @@ class FakeTargetQueue final : public transport::TargetQueue {
   bool closed = false;
   std::string close_reason;
   bool connected = false;
+  std::optional<transport::TlsIdentity> tls;  // as if the connection came over TLS with this identity
   uint16_t qid = 0;
   uint16_t sq_entries = 0;
 

@@ -108,6 +108,10 @@ class TcpTargetQueue final : public TargetQueueBase<TcpTargetQueue, TcpSlot>, pr
   // tls().hostnqn.
   const TlsConnectionInfo& tls() const noexcept { return tls_; }
   void set_tls(TlsConnectionInfo info) noexcept { tls_ = std::move(info); }
+  std::optional<TlsIdentity> tls_identity() const override {
+    if (!tls_.active) return std::nullopt;
+    return TlsIdentity{tls_.identity, tls_.hostnqn, tls_.subnqn, tls_.ktls};
+  }
 
  private:
   friend class TargetQueueBase<TcpTargetQueue, TcpSlot>;
