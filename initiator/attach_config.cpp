@@ -19,6 +19,7 @@
 #include "initiator/controller.h"
 #include "protocol/fabrics.h"
 #include "security/dhchap_key.h"
+#include "security/tls_psk.h"
 
 namespace rdmablk::initiator {
 
@@ -40,12 +41,12 @@ using config::in_quotes;
 using config::location_of;
 using config::Mapping;
 
-constexpr std::array<std::string_view, 17> kKeys = {
+constexpr std::array<std::string_view, 20> kKeys = {
     "transport",          "address",      "port",          "nqn",
     "nsid",               "mode",         "hostnqn",       "hostid",
     "nr_io_queues",       "queue_size",   "ctrl_loss_tmo", "reconnect_delay",
     "keep_alive_tmo",     "dhchap_secret", "dhchap_secret_file", "dhchap_ctrl_secret",
-    "dhchap_ctrl_secret_file",
+    "dhchap_ctrl_secret_file", "tls", "tls_key", "tls_key_file",
 };
 
 // An IPv4/IPv6 literal (brackets allowed around IPv6) or a DNS host name (RFC 1123), which the
@@ -112,9 +113,11 @@ std::string Parser::secret(const Mapping& m, std::string_view key) const {
   }
   std::string text;
   const Field* where = inline_value ? inline_value : file;
-  if (inline_value) text = string_value(*inline_value, "a DHHC-1 secret");
+  const bool tls = key == "tls_key";
+  if (inline_value) text = string_value(*inline_value, tls ? "an NVMeTLSkey-1 PSK" : "a DHHC-1 secret");
   if (file) {
-    std::string path = string_value(*file, "the path of a file holding a DHHC-1 secret");
+    std::string path =
+        string_value(*file, tls ? "the path of a file holding an NVMeTLSkey-1 PSK" : "the path of a file holding a DHHC-1 secret");
     if (path.front() != '/') fail(file->value_at, file->path, in_quotes(path) + " is not an absolute path");
     struct stat st {};
     if (::stat(path.c_str(), &st) != 0) {
@@ -134,7 +137,9 @@ std::string Parser::secret(const Mapping& m, std::string_view key) const {
     // A file usually ends with a newline: the key is its first line.
     text = text.substr(0, text.find_first_of("\r\n"));
   }
-  if (where) {
+  if (where && tls) {
+    if (auto k = security::parse_psk_interchange(text); !k) fail(where->value_at, where->path, k.error().message);
+  } else if (where) {
     if (auto k = security::dhchap::DhchapKey::parse(text); !k) {
       fail(where->value_at, where->path, k.error().message);
     }
@@ -198,6 +203,23 @@ AttachConfig Parser::parse() {
     const Field* f = top.find("dhchap_ctrl_secret");
     if (!f) f = top.find("dhchap_ctrl_secret_file");
     fail(f->key_at, f->path, "needs dhchap_secret (or dhchap_secret_file): bidirectional authentication proves the host first");
+  }
+  if (const Field* f = top.find("tls")) config.tls = one_of<bool>(*f, "tls", {{"true", true}, {"false", false}});
+  config.tls_key = secret(top, "tls_key");
+  if (!config.tls_key.empty()) {
+    const Field* f = top.find("tls_key");
+    if (!f) f = top.find("tls_key_file");
+    if (top.find("tls") && !config.tls) fail(f->key_at, f->path, "a TLS key with tls: false");
+    if (config.address.type != transport::TransportType::tcp) fail(f->key_at, f->path, "TLS is for transport tcp only");
+    if (config.mode == AttachConfig::Mode::kernel) {
+      fail(f->key_at, f->path,
+           "mode kernel takes the PSK from the kernel's .nvme keyring (nvme tls-key --import); give tls: true alone");
+    }
+    config.tls = true;
+  }
+  if (config.tls && config.mode == AttachConfig::Mode::userspace && config.tls_key.empty()) {
+    const Field* f = top.find("tls");
+    fail(f->value_at, f->path, "mode userspace needs tls_key or tls_key_file (there is no kernel keyring to ask)");
   }
 
   return config;

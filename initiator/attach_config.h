@@ -46,6 +46,10 @@ struct AttachConfig {
   // Empty: none. Never printed.
   std::string dhchap_secret;
   std::string dhchap_ctrl_secret;
+  // NVMe/TCP over TLS 1.3: `tls: true`, and the PSK (NVMeTLSkey-1 text, checked) from `tls_key` or
+  // `tls_key_file` (which imply tls). userspace needs the key; kernel takes it from the .nvme keyring.
+  bool tls = false;
+  std::string tls_key;
   std::string source;                     // the file name used in messages
 };
 

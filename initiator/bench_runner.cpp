@@ -182,6 +182,7 @@ class Job {
     co.header_digest = conn_.header_digest;
     co.data_digest = conn_.data_digest;
     co.dhchap = conn_.dhchap;
+    co.tls = conn_.tls;
     co.io_queues = 1;
     // Poll the I/O queue without sleeping for a while after each completion, as the target's reactor
     // does (and spdk_nvme_perf, which never sleeps): a sleep and wake-up per batch costs more than the I/O.

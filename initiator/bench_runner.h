@@ -40,6 +40,7 @@ struct ConnectionDefaults {
   bool header_digest = false;
   bool data_digest = false;
   DhchapSettings dhchap;  // -S/-C: used when a controller requires authentication
+  TlsSettings tls;        // --tls-key: NVMe/TCP over TLS 1.3 on every queue
   QueueConnector connector;
 };
 

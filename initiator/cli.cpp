@@ -216,6 +216,7 @@ int cli_main(int argc, const char* const* argv, const CliEnv& env) {
   ro.connection.host = r->host;
   ro.connection.kato_ms = r->kato_ms;
   ro.connection.dhchap = r->dhchap;
+  ro.connection.tls = r->tls_settings;
   ro.connection.connector = env.connector;
   ro.progress = env.progress_tty;
   auto when = std::chrono::system_clock::now();

@@ -53,7 +53,7 @@ Result<AttachConfig> attach_config_from(const AttachFlags& f, const CLI::App& ap
   if (!f.config.empty()) {
     for (const char* flag : {"--traddr", "--nqn", "--trsvcid", "--nsid", "--userspace", "--nr-io-queues",
                              "--queue-size", "--ctrl-loss-tmo", "--reconnect-delay", "--keep-alive-tmo", "--kato",
-                             "--dhchap-secret", "--dhchap-ctrl-secret"}) {
+                             "--dhchap-secret", "--dhchap-ctrl-secret", "--tls", "--tls-key", "--tls-key-file"}) {
       if (app.count(flag) != 0) {
         return make_error(fmt::format("{} and --config both given: the config file says where to attach", flag));
       }
@@ -85,6 +85,17 @@ Result<AttachConfig> attach_config_from(const AttachFlags& f, const CLI::App& ap
   }
   c.dhchap_secret = f.conn.dhchap_secret;
   c.dhchap_ctrl_secret = f.conn.dhchap_ctrl_secret;
+  c.tls_key = f.conn.tls_key;
+  if (!f.conn.tls_key_file.empty()) {
+    auto text = read_tls_key_file(f.conn.tls_key_file);
+    if (!text) return tl::unexpected(text.error());
+    c.tls_key = std::move(*text);
+  }
+  c.tls = f.conn.tls || !c.tls_key.empty();
+  if (c.tls && c.tls_key.empty()) return make_error("--tls needs --tls-key or --tls-key-file (userspace TLS)");
+  if (!c.tls_key.empty()) {
+    if (auto k = parse_tls_key(c.tls_key, "--tls-key"); !k) return tl::unexpected(k.error());
+  }
   const Tuning& t = f.tuning;
   // The limits a config file has (initiator/attach_config.h).
   if (t.nr_io_queues && *t.nr_io_queues > kAttachMaxIoQueues) {
@@ -186,6 +197,11 @@ int serve_userspace(const AttachConfig& c, const CliEnv& env, int ready_fd, bool
   auto dhchap = make_dhchap_settings(c.dhchap_secret, c.dhchap_ctrl_secret, "dhchap_secret", "dhchap_ctrl_secret");
   if (!dhchap) return fail(dhchap.error().message, 2);
   o.controller.dhchap = std::move(*dhchap);
+  if (!c.tls_key.empty()) {
+    auto psk = parse_tls_key(c.tls_key, "tls_key");
+    if (!psk) return fail(psk.error().message, 2);
+    o.controller.tls.psk = std::move(*psk);
+  }
   o.controller.connector = env.connector;
   o.nsid = c.nsid;
   o.io_queues = c.nr_io_queues;
@@ -247,6 +263,7 @@ int serve_kernel(const AttachConfig& c, const CliEnv& env) {
   p.hostid = format_uuid(host->hostid);
   p.dhchap_secret = c.dhchap_secret;
   p.dhchap_ctrl_secret = c.dhchap_ctrl_secret;
+  p.tls = c.tls;
   if (c.nr_io_queues != 0) p.nr_io_queues = c.nr_io_queues;
   p.queue_size = c.queue_size;
   p.ctrl_loss_tmo = c.ctrl_loss_tmo_s;

@@ -1,6 +1,13 @@
 #include "initiator/cli_common.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 namespace rdmablk::initiator::cli {
 
@@ -19,9 +26,46 @@ void add_connection_flags(CLI::App* app, ConnFlags& f, bool need_addr, bool need
                   "requires authentication");
   app->add_option("-C,--dhchap-ctrl-secret", f.dhchap_ctrl_secret,
                   "DH-HMAC-CHAP controller secret: the controller must prove it knows it (bidirectional)");
+  app->add_flag("--tls", f.tls,
+                "NVMe/TCP over TLS 1.3 with a pre-shared key (the userspace host needs --tls-key or --tls-key-file)");
+  // nvme-cli spells it --tls_key; both work.
+  auto* key = app->add_option("--tls-key,--tls_key", f.tls_key,
+                              "TLS PSK in the interchange format (NVMeTLSkey-1:XX:...:, see gen-tls-key); implies --tls");
+  app->add_option("--tls-key-file", f.tls_key_file, "a file holding the TLS PSK (not readable by other users)")
+      ->excludes(key);
 }
 
-Result<Resolved> resolve(const ConnFlags& f, uint16_t default_port, uint32_t default_kato_ms, const CliEnv& env) {
+Result<std::string> read_tls_key_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return make_error(fmt::format("cannot read {}: {}", path, std::strerror(errno)), errno);
+  struct stat st {};
+  std::string text;
+  int err = 0;
+  if (::fstat(fd, &st) != 0) {
+    err = errno;
+  } else if (!S_ISREG(st.st_mode)) {
+    err = EINVAL;
+  } else if (st.st_mode & (S_IROTH | S_IWOTH)) {
+    ::close(fd);
+    return make_error(fmt::format("{} is readable or writable by every user (mode {:04o}): chmod 600 it", path,
+                                  st.st_mode & 07777),
+                      EPERM);
+  } else {
+    char buf[512];
+    ssize_t n;
+    while ((n = ::read(fd, buf, sizeof(buf))) > 0 && text.size() < 4096) text.append(buf, static_cast<std::size_t>(n));
+    if (n < 0) err = errno;
+    std::memset(buf, 0, sizeof(buf));
+  }
+  ::close(fd);
+  if (err == EINVAL) return make_error(path + " is not a regular file", EINVAL);
+  if (err != 0) return make_error(fmt::format("cannot read {}: {}", path, std::strerror(err)), err);
+  text.resize(std::min(text.size(), text.find_first_of("\r\n")));
+  return text;
+}
+
+Result<Resolved> resolve(const ConnFlags& f, uint16_t default_port, uint32_t default_kato_ms, const CliEnv& env,
+                         HostPath path) {
   Resolved r;
   auto t = transport::parse_transport_type(f.transport);
   if (!t) return tl::unexpected(t.error());
@@ -41,6 +85,34 @@ Result<Resolved> resolve(const ConnFlags& f, uint16_t default_port, uint32_t def
   auto dhchap = make_dhchap_settings(f.dhchap_secret, f.dhchap_ctrl_secret);
   if (!dhchap) return tl::unexpected(dhchap.error());
   r.dhchap = std::move(*dhchap);
+
+  std::string key = f.tls_key;
+  if (!f.tls_key_file.empty()) {
+    auto text = read_tls_key_file(f.tls_key_file);
+    if (!text) return tl::unexpected(text.error());
+    key = std::move(*text);
+  }
+  r.tls = f.tls || !key.empty();
+  if (r.tls && r.address.type != transport::TransportType::tcp) {
+    return make_error("--tls is for NVMe/TCP (-t tcp) only", EINVAL);
+  }
+  if (path == HostPath::kernel) {
+    if (!key.empty()) {
+      return make_error(
+          "the kernel host takes its TLS PSK from the kernel's .nvme keyring, not from the command line: insert it "
+          "with `nvme tls-key --import` (or `nvme gen-tls-key --insert`) and pass --tls alone, or use "
+          "`rdmablk attach --userspace --tls-key-file FILE` (userspace TLS, no keyring or tlshd needed)",
+          EINVAL);
+    }
+  } else if (r.tls) {
+    if (key.empty()) {
+      return make_error("--tls needs --tls-key or --tls-key-file here: the userspace host has no kernel keyring", EINVAL);
+    }
+    auto psk = parse_tls_key(key, f.tls_key_file.empty() ? "--tls-key" : f.tls_key_file);
+    std::fill(key.begin(), key.end(), '\0');
+    if (!psk) return tl::unexpected(psk.error());
+    r.tls_settings.psk = std::move(*psk);
+  }
   return r;
 }
 
@@ -51,6 +123,7 @@ ControllerOptions controller_options(const Resolved& r, std::string subnqn, cons
   o.host = r.host;
   o.kato_ms = r.kato_ms;
   o.dhchap = r.dhchap;
+  o.tls = r.tls_settings;
   o.connector = env.connector;
   return o;
 }

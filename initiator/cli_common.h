@@ -27,19 +27,32 @@ struct ConnFlags {
   std::optional<unsigned> kato_s;
   std::string dhchap_secret;       // "DHHC-1:..." text; never printed
   std::string dhchap_ctrl_secret;  // bidirectional authentication; never printed
+  // NVMe/TCP TLS 1.3 (nvme-cli's --tls, --tls_key): --tls-key / --tls-key-file imply --tls.
+  bool tls = false;
+  std::string tls_key;       // "NVMeTLSkey-1:..." text; never printed
+  std::string tls_key_file;  // a file holding it (not readable by other users)
 };
 
 void add_connection_flags(CLI::App* app, ConnFlags& f, bool need_addr, bool need_nqn);
+
+// Where the queues run: our userspace host (TLS needs the key: there is no keyring) or the kernel's
+// (`connect`: --tls is passed on, the kernel and tlshd take the PSK from the .nvme keyring).
+enum class HostPath : uint8_t { userspace, kernel };
 
 struct Resolved {
   transport::TransportAddress address;
   HostIdentity host;
   uint32_t kato_ms = 0;
   DhchapSettings dhchap;  // parsed secrets (empty when not given)
+  bool tls = false;       // --tls (or a TLS key) was given
+  TlsSettings tls_settings;  // the parsed PSK (userspace path)
 };
 
 // Flags -> address (default port when -s is absent), host identity, KATO, DH-HMAC-CHAP secrets (checked).
-Result<Resolved> resolve(const ConnFlags& f, uint16_t default_port, uint32_t default_kato_ms, const CliEnv& env);
+Result<Resolved> resolve(const ConnFlags& f, uint16_t default_port, uint32_t default_kato_ms, const CliEnv& env,
+                         HostPath path = HostPath::userspace);
+// A TLS key file's first line (the file must be a regular file other users cannot read); never quoted.
+Result<std::string> read_tls_key_file(const std::string& path);
 ControllerOptions controller_options(const Resolved& r, std::string subnqn, const CliEnv& env);
 
 // nvme-cli's connect tuning flags (-i -Q -l -c -k), shared by `connect` (kernel host) and `attach`

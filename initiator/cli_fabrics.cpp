@@ -44,6 +44,7 @@ KernelConnectParams connect_params(const ConnFlags& f, const Resolved& r, const 
   p.hostid = format_uuid(r.host.hostid);
   p.dhchap_secret = f.dhchap_secret;  // checked by resolve()
   p.dhchap_ctrl_secret = f.dhchap_ctrl_secret;
+  p.tls = r.tls;
   p.nr_io_queues = t.nr_io_queues;
   p.queue_size = t.queue_size;
   p.ctrl_loss_tmo = t.ctrl_loss_tmo;
@@ -98,7 +99,7 @@ bool connect_and_print(const CliEnv& env, const KernelConnectParams& p, const st
 }
 
 int run_connect(const CliEnv& env, const ConnFlags& f, const ConnectFlags& c) {
-  auto r = resolve(f, transport::kDefaultIoPort, 0, env);
+  auto r = resolve(f, transport::kDefaultIoPort, 0, env, HostPath::kernel);
   if (!r) return report_error(env, r.error().message, 2);
   auto p = connect_params(f, *r, c.tuning, f.traddr, std::to_string(r->address.trsvcid), f.nqn);
   if (auto opts = build_connect_options(p); !opts) return report_error(env, opts.error().message, 2);

@@ -1,10 +1,13 @@
 // gen-dhchap-key: a new DH-HMAC-CHAP secret in the DHHC-1 representation, as `nvme gen-dhchap-key` prints
 // it (nvme-cli 2.x: -m/--hmac, -l/--key-length, -n/--nqn), for --dhchap-secret / --dhchap-ctrl-secret and
-// the target's `hosts:` entries.
+// the target's `hosts:` entries. gen-tls-key: a new NVMe/TCP TLS PSK in the interchange format, as
+// `nvme gen-tls-key` prints it (-m/--hmac 1 SHA-256 with 32 bytes, 2 SHA-384 with 48), for --tls-key and the
+// target's tls_psk.
 #include <fmt/format.h>
 
 #include "initiator/cli_common.h"
 #include "security/dhchap_key.h"
+#include "security/tls_psk.h"
 
 namespace rdmablk::initiator::cli {
 
@@ -49,6 +52,15 @@ int run_gen_dhchap_key(const GenKeyFlags& f, const CliEnv& env) {
   return 0;
 }
 
+int run_gen_tls_key(unsigned hmac, const CliEnv& env) {
+  auto psk = security::generate_configured_psk(hmac == 2 ? security::PskHash::sha384 : security::PskHash::sha256);
+  if (!psk) return report_error(env, psk.error().message);
+  auto text = security::format_psk_interchange(*psk);
+  if (!text) return report_error(env, text.error().message);
+  *env.out << *text << "\n";
+  return 0;
+}
+
 }  // namespace
 
 void add_key_commands(CLI::App& app, const CliEnv& env, std::vector<Command>& out) {
@@ -61,6 +73,13 @@ void add_key_commands(CLI::App& app, const CliEnv& env, std::vector<Command>& ou
       ->check(CLI::IsMember({32u, 48u, 64u}));
   gen->add_option("-n,--nqn", f->nqn, "NQN for the transform with --hmac 1..3 (default: this host's NQN)");
   out.push_back({gen, [f, &env] { return run_gen_dhchap_key(*f, env); }});
+
+  auto tls_hmac = std::make_shared<unsigned>(1);
+  auto* gen_tls = app.add_subcommand("gen-tls-key", "print a new NVMe/TCP TLS PSK (NVMeTLSkey-1:XX:...:)");
+  gen_tls->add_option("-m,--hmac", *tls_hmac, "PSK hash: 1 SHA-256 (32-byte key), 2 SHA-384 (48-byte key)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 2u));
+  out.push_back({gen_tls, [tls_hmac, &env] { return run_gen_tls_key(*tls_hmac, env); }});
 }
 
 }  // namespace rdmablk::initiator::cli

@@ -4,6 +4,8 @@
 #include <systemd/sd-id128.h>
 
 #include "security/dhchap_session.h"
+#include "security/tls_session.h"
+#include "transport/tcp/tcp_tls.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -158,6 +160,12 @@ Result<DhchapSettings> make_dhchap_settings(std::string_view secret, std::string
     s.ctrl_secret = std::move(*k);
   }
   return s;
+}
+
+Result<std::shared_ptr<const security::ConfiguredPsk>> parse_tls_key(std::string_view text, std::string_view what) {
+  auto key = security::parse_psk_interchange(text);
+  if (!key) return make_error(fmt::format("invalid {}: {}", what, key.error().message), EINVAL);
+  return std::make_shared<const security::ConfiguredPsk>(std::move(*key));
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -491,8 +499,25 @@ Result<void> Controller::bring_up() {
                                   v.error().offset),
                       EINVAL);
   }
+  if (opts_.tls.psk) {
+    if (opts_.address.type != transport::TransportType::tcp) {
+      return make_error("TLS (--tls) is for NVMe/TCP only", EINVAL);
+    }
+    auto context = security::TlsContext::client();
+    if (!context) return tl::unexpected(context.error());
+    auto tls = std::make_shared<transport::tcp::TcpTlsClientOptions>();
+    tls->config.hostnqn = opts_.host.hostnqn;
+    tls->config.subnqn = opts_.subnqn;
+    tls->config.psk = *opts_.tls.psk;
+    tls->config.identity_version = opts_.tls.identity_version;
+    tls->config.derivation = opts_.tls.derivation;
+    tls->context = std::move(*context);
+    tls->allow_ktls = opts_.tls.allow_ktls;
+    tls_ = std::move(tls);
+  }
   transport::HostQueueOptions qo;
   qo.address = opts_.address;
+  qo.tls = tls_;
   qo.qid = 0;
   qo.entries = opts_.admin_entries;
   qo.header_digest = opts_.header_digest;
@@ -730,6 +755,7 @@ Result<std::unique_ptr<IoQueue>> Controller::connect_io_queue(uint16_t qid, uint
   transport::HostQueueOptions qo;
   qo.address = opts_.address;
   qo.qid = qid;
+  qo.tls = tls_;
   qo.entries = entries;
   qo.header_digest = opts_.header_digest;
   qo.data_digest = opts_.data_digest;

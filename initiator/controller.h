@@ -38,6 +38,7 @@
 #include "protocol/result.h"
 #include "protocol/status.h"
 #include "security/dhchap_key.h"
+#include "security/tls_psk.h"
 #include "transport/host_queue.h"
 
 namespace rdmablk::initiator {
@@ -105,6 +106,17 @@ Result<DhchapSettings> make_dhchap_settings(std::string_view secret, std::string
                                             std::string_view secret_what = "--dhchap-secret",
                                             std::string_view ctrl_secret_what = "--dhchap-ctrl-secret");
 
+// NVMe/TCP TLS 1.3 with a configured PSK (TP 8011): every queue runs the handshake before ICReq, offering
+// the identity derived from (host NQN, subsystem NQN, PSK), as the Linux host does with --tls.
+struct TlsSettings {
+  std::shared_ptr<const security::ConfiguredPsk> psk;  // null: plain NVMe/TCP
+  int identity_version = 1;                            // 1: with the PSK digest (TP 8011); 0: without
+  security::PskDerivation derivation = security::PskDerivation::standard;
+  bool allow_ktls = true;  // records in the kernel when it has the tls ULP
+};
+// "NVMeTLSkey-1:XX:...:" text -> a shared key; the error names `what` and never quotes the text.
+Result<std::shared_ptr<const security::ConfiguredPsk>> parse_tls_key(std::string_view text, std::string_view what);
+
 struct ControllerOptions {
   transport::TransportAddress address;
   std::string subnqn;                       // the discovery NQN for a discovery controller
@@ -120,6 +132,7 @@ struct ControllerOptions {
   std::chrono::milliseconds connect_timeout{5000};
   std::chrono::microseconds io_busy_poll{0};  // I/O queues: HostQueueOptions::busy_poll
   DhchapSettings dhchap;                    // used only when a queue's Connect response requires it
+  TlsSettings tls;                          // NVMe/TCP only
   QueueConnector connector;                 // required
 };
 
@@ -276,6 +289,7 @@ class Controller {
   std::chrono::steady_clock::time_point next_keep_alive_{};
   std::chrono::steady_clock::time_point keep_alive_sent_{};
   std::unique_ptr<transport::HostQueue> admin_;
+  std::shared_ptr<const transport::tcp::TcpTlsClientOptions> tls_;  // shared by every queue; null: plain
   uint16_t cntlid_ = 0;
   protocol::Cap cap_{};
   protocol::Vs vs_{};

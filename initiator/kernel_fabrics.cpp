@@ -166,6 +166,7 @@ Result<std::string> build_connect_options(const KernelConnectParams& p) {
   add_num("keep_alive_tmo", p.keep_alive_tmo);
   add_num("reconnect_delay", p.reconnect_delay);
   add_num("ctrl_loss_tmo", p.ctrl_loss_tmo);
+  if (p.tls) s += ",tls";  // libnvme: the boolean options come last
   return s;
 }
 
@@ -235,6 +236,10 @@ std::string describe_connect_errno(int err, const KernelConnectParams& p) {
       break;
     default:
       what = fmt::format("failed to write to the nvme-fabrics device: {}", std::strerror(err));
+  }
+  if (p.tls) {
+    what += "; with --tls the kernel needs tlshd (ktls-utils, not in Debian 12) and the PSK in its .nvme keyring "
+            "(nvme tls-key --import); `rdmablk attach --userspace --tls-key-file FILE` runs TLS itself";
   }
   return fmt::format("connect {}: {}", where(p), what);
 }

@@ -38,6 +38,9 @@ struct KernelConnectParams {
   std::optional<unsigned> keep_alive_tmo;   // seconds
   std::optional<unsigned> reconnect_delay;  // seconds
   std::optional<int> ctrl_loss_tmo;         // seconds; -1 = reconnect forever
+  // NVMe/TCP over TLS (nvme-cli --tls): the kernel asks tlshd for the handshake with the PSK its .nvme keyring
+  // holds for (hostnqn, subnqn).
+  bool tls = false;
 };
 
 // "nqn=...,transport=...,traddr=...,trsvcid=...,hostnqn=...,hostid=...,dhchap_secret=...,

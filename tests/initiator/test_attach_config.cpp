@@ -183,7 +183,8 @@ TEST(AttachConfigErrors, UnknownKeysWithASuggestion) {
             "a.yaml:3:1: ctrl-loss-tmo: unknown key (did you mean 'ctrl_loss_tmo'?)");
   EXPECT_EQ(parse_error(with("colour: blue\n")),
             "a.yaml:3:1: colour: unknown key (expected one of: transport, address, port, nqn, nsid, mode, hostnqn, "
-            "hostid, nr_io_queues, queue_size, ctrl_loss_tmo, reconnect_delay, keep_alive_tmo)");
+            "hostid, nr_io_queues, queue_size, ctrl_loss_tmo, reconnect_delay, keep_alive_tmo, dhchap_secret, "
+            "dhchap_secret_file, dhchap_ctrl_secret, dhchap_ctrl_secret_file, tls, tls_key, tls_key_file)");
 }
 
 TEST(AttachConfigErrors, DuplicateKey) {
