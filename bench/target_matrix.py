@@ -65,6 +65,15 @@ Usage
   bench/target_matrix.py --baseline-target /opt/old/rdmablk-target [--baseline-client /opt/old/rdmablk] \\
       --json results.json --markdown results.md
   bench/target_matrix.py --cases file --dir /mnt/nvme/bench --target-cpu 3 --client-cpu 2
+  bench/target_matrix.py --tls --cases "4k randread QD32" "128k read QD8" --rounds 5
+
+TLS (--tls)
+  The same binaries twice: "ours" is the target with `tls: required` on its listener and a host PSK
+  (`rdmablk gen-tls-key`, hosts: [{nqn, tls_psk}]), driven by `rdmablk bench -q HOST --tls-key-file KEY`; the
+  baseline is plain NVMe/TCP (allow_any_host). Rounds alternate as with --baseline-target, so "IOPS ours/base"
+  is TLS/plain and "per-core eff. base/ours" is plain target us/IO / TLS target us/IO. The target log says
+  whether the records went through kernel TLS or userspace TLS. The idle row's python host speaks no TLS
+  (its note says so on the TLS side).
 """
 import argparse
 import datetime
@@ -82,6 +91,7 @@ import time
 import uuid
 
 NQN = "nqn.2024-11.io.rdmablk:matrix"
+TLS_HOSTNQN = "nqn.2024-11.io.rdmablk:matrix-host"
 NSID_NULL, NSID_FILE = 1, 2
 NS_SIZE = 1 << 30
 TICK = os.sysconf("SC_CLK_TCK")
@@ -92,6 +102,7 @@ CASES = [
     ("4k randread QD32", "null", "randread", "4k", 32),
     ("4k randread QD128", "null", "randread", "4k", 128),
     ("128k read QD16", "null", "read", "128k", 16),
+    ("128k read QD8", "null", "read", "128k", 8),
     ("4k randwrite QD32", "null", "randwrite", "4k", 32),
     ("128k write QD16", "null", "write", "128k", 16),
     ("file 4k randread QD32", "file", "randread", "4k", 32),
@@ -228,8 +239,9 @@ def prepare_file(directory):
 # --- the target --------------------------------------------------------------------------------------
 
 class Target:
-    def __init__(self, label, binary, src, workdir, data_file, cpu):
+    def __init__(self, label, binary, src, workdir, data_file, cpu, tls_key=None):
         self.label, self.binary, self.data_file, self.cpu = label, binary, data_file, cpu
+        self.tls_key = tls_key  # (interchange text, file path) of the host PSK: tls: required
         self.what = f"{label} target {src} (run from the copy {binary})"
         self.dir = os.path.join(workdir, label)
         os.makedirs(self.dir, exist_ok=True)
@@ -242,15 +254,18 @@ class Target:
         self.port = free_port()
         self.starts += 1
         config = os.path.join(self.dir, "target.yaml")
+        tls = "\n    tls: required" if self.tls_key else ""
+        hosts = (f"    hosts:\n      - nqn: {TLS_HOSTNQN}\n        tls_psk: \"{self.tls_key[0]}\"\n" if self.tls_key
+                 else "    allow_any_host: true\n")
         with open(config, "w") as f:
+            os.fchmod(f.fileno(), 0o600)
             f.write(f"""listeners:
   - transport: tcp
     address: 127.0.0.1
-    port: {self.port}
+    port: {self.port}{tls}
 subsystems:
   - nqn: {NQN}
-    allow_any_host: true
-    namespaces:
+{hosts}    namespaces:
       - nsid: {NSID_NULL}
         backend: null
         size: {NS_SIZE}
@@ -437,6 +452,8 @@ def run_bench(args, client, target, case, workdir):
                 f"ramp_time={args.ramp}\ntime_based=1\n"
                 f"filename=tcp://127.0.0.1:{target.port}/{NQN}/{nsid}\n")
     cmd = ["taskset", "-c", str(args.client_cpu), client, "bench", job, "--output-format=json"]
+    if target.tls_key:
+        cmd += ["-q", TLS_HOSTNQN, "--tls-key-file", target.tls_key[1]]
     tpid = target.proc.pid
     if args.ramp > 0:
         p = spawn(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -595,6 +612,9 @@ def markdown(meta, results):
               "client us/IO = bench JSON (usr_cpu+sys_cpu)/100/IOPS"]
     if have_base:
         lines.append("- per-core eff. = base target us/IO / ours (> 1: ours uses less target CPU per I/O)")
+    if meta.get("tls"):
+        lines.append("- --tls: ours = `tls: required` with a TLS 1.3 PSK (TLS_AES_128_GCM_SHA256), baseline = the same "
+                     "binaries over plain NVMe/TCP: IOPS ours/base = TLS/plain")
     if meta.get("idle_note"):
         lines.append(f"- idle: {meta['idle_note']}")
     lines += ["", "| " + " | ".join(head) + " |", "|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|"]
@@ -625,6 +645,8 @@ def main():
     ap.add_argument("--no-fio", action="store_true", help="skip the local fio baseline of the file rows")
     ap.add_argument("--json", metavar="PATH", help="write all results (every run and the medians) as JSON")
     ap.add_argument("--markdown", metavar="PATH", help="also write the markdown table to PATH")
+    ap.add_argument("--tls", action="store_true",
+                    help="compare TLS (tls: required, ours) with plain NVMe/TCP (baseline), same binaries")
     ap.add_argument("--keep-workdir", action="store_true",
                     help="keep the temporary directory (target configs and logs, job files) and print its path")
     args = ap.parse_args()
@@ -665,9 +687,22 @@ def main():
                              "client": snapshot_binary(bclient_src, os.path.join(workdir, "bin/base"), "rdmablk")})
         elif args.baseline_client:
             ap.error("--baseline-client needs --baseline-target")
+        tls_key = None
+        if args.tls:
+            if args.baseline_target:
+                ap.error("--tls compares the same binaries with and without TLS: no --baseline-target")
+            key = subprocess.run([variants[0]["client"], "gen-tls-key"], capture_output=True, text=True,
+                                 check=True).stdout.strip()
+            key_path = os.path.join(workdir, "host.psk")
+            with open(key_path, "w") as f:
+                os.fchmod(f.fileno(), 0o600)
+                f.write(key + "\n")
+            tls_key = (key, key_path)
+            variants.append(dict(variants[0], label="baseline"))
         data_file, data_fs = prepare_file(args.dir)
         for v in variants:
-            v["t"] = Target(v["label"], v["target"], v["target_src"], workdir, data_file, args.target_cpu)
+            v["t"] = Target(v["label"], v["target"], v["target_src"], workdir, data_file, args.target_cpu,
+                            tls_key if v["label"] == "ours" else None)
             targets.append(v["t"])
 
         window_mode = (f"sampled after the {args.ramp} s ramp and again {args.runtime} s later; I/Os in the window "
@@ -675,8 +710,9 @@ def main():
                        "sampled right before the client starts and right after it exits (ramp_time=0); "
                        "I/Os = total_ios")
         meta = {"date": datetime.datetime.now().strftime("%Y-%m-%d %H:%M"), "target": target_src,
-                "client": client_src, "baseline_target": args.baseline_target,
+                "client": client_src, "baseline_target": args.baseline_target or (f"{target_src} without TLS" if args.tls else None),
                 "baseline_client": variants[1]["client_src"] if len(variants) > 1 else None,
+                "tls": args.tls,
                 "target_cpu": args.target_cpu, "client_cpu": args.client_cpu, "runtime": args.runtime,
                 "ramp": args.ramp, "rounds": args.rounds, "data_file": data_file, "data_fs": data_fs,
                 "window_mode": window_mode, "clk_tck": TICK}
