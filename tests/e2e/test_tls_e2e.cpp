@@ -207,6 +207,21 @@ TEST(TlsE2e, OptionalServesBothAndDiscoveryShowsTheSecureChannel) {
   EXPECT_TRUE(found_io && found_disc) << disc.out;
 }
 
+TEST(TlsE2e, ReloadSwapsThePsksForNewHandshakes) {
+  TlsTarget tt;
+  ASSERT_TRUE(tt.start("required"));
+  TargetProcess& t = tt.t;
+  const std::string old_psk = tt.psk;
+  const std::string new_psk_text = new_psk();
+  write_file(tt.psk_file, new_psk_text + "\n");
+  ::chmod(tt.psk_file.c_str(), 0600);
+  ASSERT_TRUE(t.reload(tls_config("required")));
+  auto old_key = run_process(cli(t, "identify", {"--tls-key", old_psk}), t.dir(), 60s);
+  EXPECT_NE(old_key.exit_status, 0) << dump(old_key, t);
+  auto new_key = run_process(cli(t, "identify", {"--tls-key", new_psk_text}), t.dir(), 60s);
+  EXPECT_EQ(new_key.exit_status, 0) << dump(new_key, t);
+}
+
 TEST(TlsE2e, RequiredListenerIsAdvertisedAsRequired) {
   TlsTarget tt;
   ASSERT_TRUE(tt.start("required"));
