@@ -132,6 +132,8 @@ json subsystems_json(const TargetStatus& s) {
     for (const auto& h : sub.dhchap_hosts) {
       dhchap.push_back({{"nqn", h.nqn}, {"dhchap_key", h.dhchap_key}, {"dhchap_ctrl_key", h.dhchap_ctrl_key}});
     }
+    json tls = json::array();
+    for (const auto& h : sub.tls_psk_hosts) tls.push_back({{"nqn", h.nqn}, {"tls_psk", h.tls_psk}});
     out.push_back({{"nqn", sub.nqn},
                    {"serial", sub.serial},
                    {"model", sub.model},
@@ -139,6 +141,7 @@ json subsystems_json(const TargetStatus& s) {
                    {"hosts", sub.hosts},
                    {"require_authentication", sub.require_authentication},
                    {"dhchap_hosts", std::move(dhchap)},
+                   {"tls_psk_hosts", std::move(tls)},
                    {"controllers", connected},
                    {"namespaces", std::move(nss)}});
   }

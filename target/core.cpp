@@ -457,6 +457,7 @@ Result<ReloadSummary> TargetCore::reload(const TargetConfig& config) {
       // Authentication settings: new connections use them (connected controllers keep theirs).
       sub.require_authentication = sc.require_authentication;
       sub.host_auth = host_auth_of(sc);
+      sub.tls_psk_sources = tls_psk_sources_of(sc);
       sub.model = sc.model;
       // Namespaces.
       const NamespaceTable& old = *sub.table;

@@ -61,6 +61,7 @@ void TargetCore::fill_status(TargetStatus& out) const {
       s.hosts = sub->hosts;
       s.require_authentication = sub->require_authentication;
       for (const auto& [host, a] : sub->host_auth) s.dhchap_hosts.push_back({host, a->key_source, a->ctrl_key_source});
+      for (const auto& [host, source] : sub->tls_psk_sources) s.tls_psk_hosts.push_back({host, source});
       for (const auto& ns : sub->table->namespaces) {
         s.namespaces.push_back(namespace_status(nqn, *ns));
         namespaces.emplace_back(nqn, ns->nsid);

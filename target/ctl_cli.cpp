@@ -233,6 +233,12 @@ void print_subsystems(const json& r) {
         hosts += ")";
       }
     }
+    // TLS: where each host's PSK comes from, never the key.
+    if (s.contains("tls_psk_hosts")) {
+      for (const auto& d : s["tls_psk_hosts"]) {
+        hosts += "; " + d["nqn"].get<std::string>() + " has a TLS PSK (" + d["tls_psk"].get<std::string>() + ")";
+      }
+    }
     if (s.value("require_authentication", false)) hosts += "; authentication required";
     std::string nsids;
     for (const auto& n : s["namespaces"]) nsids += (nsids.empty() ? "" : ",") + std::to_string(n["nsid"].get<uint32_t>());

@@ -49,6 +49,12 @@ struct SubsystemStatus {
     std::string dhchap_ctrl_key;
   };
   std::vector<DhchapHost> dhchap_hosts;
+  // NVMe/TCP TLS: hosts with a PSK and where it comes from ("set" / "file PATH"), never the key.
+  struct TlsPskHost {
+    std::string nqn;
+    std::string tls_psk;
+  };
+  std::vector<TlsPskHost> tls_psk_hosts;
 };
 
 struct ControllerStatus {

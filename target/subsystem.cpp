@@ -93,6 +93,14 @@ std::map<std::string, std::shared_ptr<const HostAuth>, std::less<>> host_auth_of
   return out;
 }
 
+std::map<std::string, std::string, std::less<>> tls_psk_sources_of(const SubsystemConfig& config) {
+  std::map<std::string, std::string, std::less<>> out;
+  for (const auto& h : config.host_configs) {
+    if (h.tls_psk.configured()) out.emplace(h.nqn, h.tls_psk.describe());
+  }
+  return out;
+}
+
 Result<std::shared_ptr<Subsystem>> build_subsystem(const SubsystemConfig& config, uint64_t generation) {
   auto sub = std::make_shared<Subsystem>();
   sub->nqn = config.nqn;
@@ -102,6 +110,7 @@ Result<std::shared_ptr<Subsystem>> build_subsystem(const SubsystemConfig& config
   sub->hosts = config.hosts;
   sub->require_authentication = config.require_authentication;
   sub->host_auth = host_auth_of(config);
+  sub->tls_psk_sources = tls_psk_sources_of(config);
   auto table = std::make_shared<NamespaceTable>();
   table->generation = generation;
   for (const auto& nc : config.namespaces) {

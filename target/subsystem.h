@@ -72,6 +72,9 @@ struct HostAuth {
 // The authentication settings of every host of a subsystem config that has a secret, by host NQN.
 std::map<std::string, std::shared_ptr<const HostAuth>, std::less<>> host_auth_of(const SubsystemConfig& config);
 
+// Host NQN -> where its TLS PSK comes from, for the hosts of a subsystem config that have one.
+std::map<std::string, std::string, std::less<>> tls_psk_sources_of(const SubsystemConfig& config);
+
 // The mutable state of a subsystem lives behind the core's control-path mutex.
 struct Subsystem {
   std::string nqn;
@@ -81,6 +84,9 @@ struct Subsystem {
   std::vector<std::string> hosts;
   bool require_authentication = false;  // a host without a secret is refused
   std::map<std::string, std::shared_ptr<const HostAuth>, std::less<>> host_auth;  // hosts with a secret
+  // Hosts with a TLS PSK: where it comes from (TlsPskConfig::describe(): "set" / "file PATH"), for status
+  // output; the keys themselves live in the daemon's TlsPskStore.
+  std::map<std::string, std::string, std::less<>> tls_psk_sources;
   std::shared_ptr<const NamespaceTable> table;  // replaced (never modified) on reload
   bool removed = false;                         // taken out by a reload
 

@@ -2,6 +2,8 @@
 // its PSK identity names (else Connect Invalid Host with IPO at the mismatching field); a plain queue on a
 // `tls: optional` listener is served, also for a host with a PSK (as nvmet with TREQ "not required"); the
 // discovery log's TREQ/TSAS follow each listener's policy.
+#include "security/tls_psk.h"
+#include "target/control_api.h"
 #include "target/core_test_util.h"
 
 namespace rdmablk::target::testing {
@@ -87,6 +89,33 @@ TEST(CoreTls, DiscoveryLogSaysEachListenersSecureChannel) {
   EXPECT_EQ(by_port[8009], std::pair(p::treq::kSecureNotSpecified, uint8_t{0}));
   EXPECT_EQ(by_port[4420], std::pair(p::treq::kSecureRequired, static_cast<uint8_t>(p::TcpSecType::tls13)));
   EXPECT_EQ(by_port[4421], std::pair(p::treq::kSecureNotRequired, static_cast<uint8_t>(p::TcpSecType::tls13)));
+}
+
+TEST(CoreTls, StatusSaysWhichHostsHaveAPskAndWhereItComesFromNeverTheKey) {
+  auto config = test_config();
+  auto psk = security::generate_configured_psk(security::PskHash::sha256);
+  ASSERT_TRUE(psk);
+  const std::string text_key = *security::format_psk_interchange(*psk);
+  HostConfig host;
+  host.nqn = kHost1;
+  host.tls_psk.key = std::make_shared<const security::ConfiguredPsk>(*psk);
+  host.tls_psk.file = "/etc/rdmablk/keys/host1.psk";
+  config.subsystems[1].host_configs = {host};
+  CoreHarness h(config);
+  TargetStatus status;
+  h.core().fill_status(status);
+  const SubsystemStatus* sub2 = nullptr;
+  for (const auto& s : status.subsystems) {
+    if (s.nqn == kSub2) sub2 = &s;
+  }
+  ASSERT_NE(sub2, nullptr);
+  ASSERT_EQ(sub2->tls_psk_hosts.size(), 1u);
+  EXPECT_EQ(sub2->tls_psk_hosts[0].nqn, kHost1);
+  EXPECT_EQ(sub2->tls_psk_hosts[0].tls_psk, "file /etc/rdmablk/keys/host1.psk");
+  const std::string text = subsystems_json(status).dump();
+  EXPECT_NE(text.find("\"tls_psk\":\"file /etc/rdmablk/keys/host1.psk\""), std::string::npos) << text;
+  EXPECT_EQ(text.find("NVMeTLSkey"), std::string::npos) << text;
+  EXPECT_EQ(text.find(text_key.substr(16, 20)), std::string::npos) << text;
 }
 
 }  // namespace
