@@ -628,36 +628,31 @@ Result<TlsTrafficKeys> TlsSession::traffic_keys(bool transmit) const {
 
 namespace {
 // Fills the kernel's crypto_info for one direction (TLS 1.3: salt = iv[0..4), iv = iv[4..12), rec_seq
-// big-endian), as OpenSSL's ktls code does, and sets it.
-int set_ktls_direction(int fd, int direction, const TlsTrafficKeys& keys) {
-  std::array<uint8_t, 8> seq{};
-  for (int i = 0; i < 8; ++i) seq[i] = static_cast<uint8_t>(keys.sequence >> (56 - 8 * i));
-  if (keys.hash == PskHash::sha256) {
-    tls12_crypto_info_aes_gcm_128 info{};
-    info.info.version = TLS_1_3_VERSION;
-    info.info.cipher_type = TLS_CIPHER_AES_GCM_128;
-    std::memcpy(info.key, keys.key.data(), sizeof info.key);
-    std::memcpy(info.salt, keys.iv.data(), sizeof info.salt);
-    std::memcpy(info.iv, keys.iv.data() + 4, sizeof info.iv);
-    std::memcpy(info.rec_seq, seq.data(), sizeof info.rec_seq);
-    const int rc = setsockopt(fd, SOL_TLS, direction, &info, sizeof info);
-    const int saved = errno;
-    OPENSSL_cleanse(&info, sizeof info);
-    errno = saved;
-    return rc;
-  }
-  tls12_crypto_info_aes_gcm_256 info{};
+// big-endian), as OpenSSL's ktls code does, and sets it. `Info` is tls12_crypto_info_aes_gcm_128 or _256,
+// which differ only in their key size.
+template <typename Info>
+int set_ktls_crypto_info(int fd, int direction, uint16_t cipher_type, const TlsTrafficKeys& keys) {
+  Info info{};
   info.info.version = TLS_1_3_VERSION;
-  info.info.cipher_type = TLS_CIPHER_AES_GCM_256;
+  info.info.cipher_type = cipher_type;
   std::memcpy(info.key, keys.key.data(), sizeof info.key);
   std::memcpy(info.salt, keys.iv.data(), sizeof info.salt);
   std::memcpy(info.iv, keys.iv.data() + 4, sizeof info.iv);
-  std::memcpy(info.rec_seq, seq.data(), sizeof info.rec_seq);
+  for (std::size_t i = 0; i < sizeof info.rec_seq; ++i) {
+    info.rec_seq[i] = static_cast<unsigned char>(keys.sequence >> (56 - 8 * i));
+  }
   const int rc = setsockopt(fd, SOL_TLS, direction, &info, sizeof info);
   const int saved = errno;
   OPENSSL_cleanse(&info, sizeof info);
   errno = saved;
   return rc;
+}
+
+int set_ktls_direction(int fd, int direction, const TlsTrafficKeys& keys) {
+  if (keys.hash == PskHash::sha256) {
+    return set_ktls_crypto_info<tls12_crypto_info_aes_gcm_128>(fd, direction, TLS_CIPHER_AES_GCM_128, keys);
+  }
+  return set_ktls_crypto_info<tls12_crypto_info_aes_gcm_256>(fd, direction, TLS_CIPHER_AES_GCM_256, keys);
 }
 }  // namespace
 
