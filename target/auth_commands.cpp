@@ -157,6 +157,7 @@ void TargetCore::auth_step_done(CoreQueue& q, uint32_t transactions_before, bool
     if (!q.authenticated || new_transaction) {
       const bool first = !q.authenticated;
       q.authenticated = true;
+      cancel_connect_timer(q);  // authenticated in time
       // The I/O queues of a host authenticate one by one: only the admin queue's success is worth info.
       const auto level = q.qid == 0 ? spdlog::level::info : spdlog::level::debug;
       spdlog::log(level, "controller {} qid {}: host {} {} ({}, {}{})", q.ctrl->cntlid, q.qid, q.ctrl->hostnqn,

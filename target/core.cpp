@@ -110,8 +110,9 @@ void TargetCore::on_queue_created(transport::TargetQueue& queue) noexcept {
   queues_.push_back(q);
 }
 
-// A connection must finish its handshake and Fabrics Connect in time: one that never speaks (or stops
-// after ICReq) would otherwise hold a socket, its buffers and a place under the connection limits forever.
+// A connection must finish its handshake, Fabrics Connect and (where required) DH-HMAC-CHAP in time: one
+// that never speaks, stops after ICReq or stalls in the middle of authenticating would otherwise hold a
+// socket, its buffers and a place under the connection limits forever.
 void TargetCore::start_connect_timer(CoreQueue& q) noexcept {
   const uint32_t ms = limits_.connections.connect_timeout_ms;
   if (ms == 0) return;
@@ -121,12 +122,15 @@ void TargetCore::start_connect_timer(CoreQueue& q) noexcept {
       auto queue = weak.lock();
       if (!queue) return;
       queue->connect_timer = 0;
-      if (queue->closed || queue->state != QueueState::unconnected) return;
+      if (queue->closed) return;
+      const bool unconnected = queue->state == QueueState::unconnected;
+      if (!unconnected && (!queue->auth || queue->authenticated)) return;
       if (transport::peer_error_log_allowed()) {
-        spdlog::warn("{}: connection from {} closed: no Connect within {} ms (limits.connections.connect_timeout_ms)",
-                     transport::to_uri(queue->local), queue->tq->peer_name(), ms);
+        spdlog::warn("{}: connection from {} closed: {} within {} ms (limits.connections.connect_timeout_ms)",
+                     transport::to_uri(queue->local), queue->tq->peer_name(),
+                     unconnected ? "no Connect" : "not authenticated (DH-HMAC-CHAP)", ms);
       }
-      queue->tq->close("no Connect in time");
+      queue->tq->close(unconnected ? "no Connect in time" : "not authenticated in time");
     });
   } catch (...) {
     // No memory for a timer: the connection simply has no deadline.

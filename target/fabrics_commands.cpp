@@ -225,7 +225,7 @@ void TargetCore::admin_connect(CoreQueue& q, TargetRequest& req, const ConnectCo
     q.auth = auth;
   }
   q.tq->set_connected(0, sq_entries);
-  cancel_connect_timer(q);
+  if (!auth) cancel_connect_timer(q);  // else it also bounds the authentication
   spdlog::info("controller {} created for {} on {} from {} (kato {} ms{})", ctrl->cntlid, ctrl->hostnqn,
                discovery ? std::string(protocol::kDiscoveryNqn) : ctrl->subsys->nqn, peer, ctrl->kato_ms,
                auth ? ", DH-HMAC-CHAP required" : "");
@@ -298,7 +298,7 @@ void TargetCore::io_connect(CoreQueue& q, TargetRequest& req, const ConnectComma
     q.auth = ctrl->auth;  // every I/O queue authenticates too, with the controller's settings
   }
   q.tq->set_connected(qid, sq_entries);
-  cancel_connect_timer(q);
+  if (!q.auth) cancel_connect_timer(q);  // else it also bounds the authentication
   ctrl->touch_if_traffic_based();
   spdlog::debug("controller {}: I/O queue {} ({} entries) from {}", ctrl->cntlid, qid, sq_entries, peer);
   finish(req, st::success, protocol::connect_success_result(ctrl->cntlid, q.auth ? kAuthreqAtr : 0));

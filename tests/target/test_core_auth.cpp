@@ -171,6 +171,49 @@ TEST(CoreAuth, UnidirectionalAndBidirectionalWithDataInCapsuleOrFetched) {
   }
 }
 
+// limits.connections.connect_timeout_ms bounds Connect and authentication together: a host that connects
+// and then never finishes DH-HMAC-CHAP loses the queue (it would hold a place under the connection limits
+// and its buffers forever), one that authenticated in time keeps it.
+TEST(CoreAuth, AQueueNotAuthenticatedWithinTheConnectTimeoutIsClosed) {
+  Keys keys;
+  auto config = auth_config(keys, false);
+  config.limits.connections.connect_timeout_ms = 1000;
+  CoreHarness h(config);
+  auto stalled = h.queue();
+  auto c = connect_admin(h, *stalled);
+  ASSERT_TRUE(c.status().ok()) << p::status_name(c.status());
+  ASSERT_EQ(c.dw0() & kAtr, kAtr);
+  auto negotiated_only = h.queue();  // starts a transaction and stops after AUTH_Negotiate
+  ASSERT_TRUE(connect_admin(h, *negotiated_only).status().ok());
+  auto partial = host_session(keys.host.get(), nullptr, 7);
+  const HostStep first = partial.step();
+  ASSERT_EQ(first.kind, HostStep::Kind::send);
+  ASSERT_TRUE(auth_send_raw(h, *negotiated_only, {first.message.begin(), first.message.end()}).status().ok());
+  auto done = h.queue();
+  ASSERT_TRUE(connect_admin(h, *done).status().ok());
+  auto host = host_session(keys.host.get(), nullptr, 1);
+  ASSERT_EQ(authenticate(h, *done, host).kind, HostStep::Kind::succeeded);
+
+  h.reactor.advance(std::chrono::milliseconds(999));
+  EXPECT_FALSE(stalled->closed);
+  EXPECT_FALSE(negotiated_only->closed);
+  h.reactor.advance(std::chrono::milliseconds(2));
+  EXPECT_TRUE(stalled->closed);
+  EXPECT_EQ(stalled->close_reason, "not authenticated in time");
+  EXPECT_TRUE(negotiated_only->closed);
+  EXPECT_EQ(negotiated_only->close_reason, "not authenticated in time");
+  EXPECT_FALSE(done->closed);
+  h.reactor.advance(std::chrono::milliseconds(60'000));
+  EXPECT_FALSE(done->closed);
+  EXPECT_TRUE(h.enable(*done).status().ok());
+  EXPECT_TRUE(h.identify(*done, p::Cns::controller, 0).status().ok());
+  // A host without a secret (sub1) is not bound by it once connected.
+  auto plain = h.queue();
+  ASSERT_TRUE(connect_admin(h, *plain, kHost1, kSub1).status().ok());
+  h.reactor.advance(std::chrono::milliseconds(5'000));
+  EXPECT_FALSE(plain->closed);
+}
+
 TEST(CoreAuth, WrongHostSecretGetsFailure1AndTheQueueStaysRefused) {
   Keys keys;
   CoreHarness h(auth_config(keys, false));
