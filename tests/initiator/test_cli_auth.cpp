@@ -15,6 +15,7 @@
 #include "initiator/cli_runner.h"
 #include "initiator/kernel_fabrics.h"
 #include "security/dhchap_key.h"
+#include "temp_dir.h"
 
 using namespace rdmablk;
 using namespace rdmablk::initiator;
@@ -36,29 +37,7 @@ constexpr const char* kKey64Body = "iGVJVNG+u/App0+yioN/FjXYMjbd6dmqLzaghuo5bp";
 bool contains(const std::string& s, std::string_view what) { return s.find(what) != std::string::npos; }
 
 // A temporary folder, removed afterwards.
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/rdmablk-cliauth.XXXXXX";
-    dir_ = ::mkdtemp(tmpl);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  fs::path write(const std::string& name, const std::string& content, mode_t mode) const {
-    fs::path p = dir_ / name;
-    std::ofstream(p) << content;
-    ::chmod(p.c_str(), mode);
-    return p;
-  }
-  const fs::path& path() const { return dir_; }
-
- private:
-  fs::path dir_;
-};
+using rdmablk::testing::TempDir;
 
 KernelConnectParams params() {
   KernelConnectParams p;

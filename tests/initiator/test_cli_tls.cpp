@@ -15,6 +15,7 @@
 #include "initiator/kernel_fabrics.h"
 #include "security/tls_psk.h"
 #include "transport/tcp/tcp_tls.h"
+#include "temp_dir.h"
 
 using namespace rdmablk;
 using namespace rdmablk::initiator;
@@ -32,27 +33,7 @@ constexpr const char* kBadKey = "NVMeTLSkey-1:01:VRLbtnN9AQb2WXW3c9+wEf/DRLz0QuL
 
 bool contains(const std::string& s, std::string_view what) { return s.find(what) != std::string::npos; }
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/rdmablk-clitls.XXXXXX";
-    dir_ = ::mkdtemp(tmpl);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-  fs::path write(const std::string& name, const std::string& content, mode_t mode) const {
-    fs::path p = dir_ / name;
-    std::ofstream(p) << content;
-    ::chmod(p.c_str(), mode);
-    return p;
-  }
-  const fs::path& path() const { return dir_; }
-
- private:
-  fs::path dir_;
-};
+using rdmablk::testing::TempDir;
 
 // A connector that records what the controller asked for and refuses to connect (no network needed).
 struct RecordingConnector {

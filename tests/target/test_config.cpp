@@ -10,6 +10,7 @@
 #include <string>
 
 #include "target/config.h"
+#include "temp_dir.h"
 
 namespace {
 
@@ -50,25 +51,7 @@ subsystems:
         size: 1MiB
 )";
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "rdmablk-config-XXXXXX").string();
-    path_ = ::mkdtemp(tmpl.data()) ? fs::path(tmpl) : fs::path();
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-  fs::path write(const std::string& name, const std::string& text) const {
-    std::ofstream(path_ / name) << text;
-    return path_ / name;
-  }
-
- private:
-  fs::path path_;
-};
+using rdmablk::testing::TempDir;
 
 // --- the shipped examples ---------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@
 
 #include "security/dhchap_key.h"
 #include "target/config.h"
+#include "temp_dir.h"
 
 namespace {
 
@@ -47,27 +48,7 @@ std::string parse_error(const std::string& text) {
   return config ? std::string() : config.error().message;
 }
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "rdmablk-auth-XXXXXX").string();
-    path_ = ::mkdtemp(tmpl.data()) ? fs::path(tmpl) : fs::path();
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-  fs::path write(const std::string& name, const std::string& text, mode_t mode = 0600) const {
-    fs::create_directories((path_ / name).parent_path());
-    std::ofstream(path_ / name) << text;
-    ::chmod((path_ / name).c_str(), mode);
-    return path_ / name;
-  }
-
- private:
-  fs::path path_;
-};
+using rdmablk::testing::TempDir;
 
 TEST(ConfigAuth, HostEntriesAreNqnsOrMapsWithSecrets) {
   const std::string host_key = secret(32, KeyTransform::sha256);

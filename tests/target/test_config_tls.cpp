@@ -14,6 +14,7 @@
 #include "security/tls_psk.h"
 #include "target/config.h"
 #include "target/transport_options.h"
+#include "temp_dir.h"
 
 namespace {
 
@@ -47,26 +48,7 @@ std::string parse_error(const std::string& text) {
   return config ? std::string() : config.error().message;
 }
 
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "rdmablk-tls-XXXXXX").string();
-    path_ = ::mkdtemp(tmpl.data()) ? fs::path(tmpl) : fs::path();
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  fs::path write(const std::string& name, const std::string& text, mode_t mode = 0600) const {
-    std::ofstream(path_ / name) << text;
-    ::chmod((path_ / name).c_str(), mode);
-    return path_ / name;
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
-};
+using rdmablk::testing::TempDir;
 
 TEST(ConfigTls, ListenerPolicyDefaultsToNoneAndParses) {
   auto plain = parse_config(doc("", std::string("      - ") + kHostA + "\n"), "t.yaml");
