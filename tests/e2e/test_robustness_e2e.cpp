@@ -3,6 +3,7 @@
 // SIGTERM with I/O in flight (the target drains and exits 0; the initiator reports errors, no hang).
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -12,6 +13,8 @@
 #include <thread>
 
 #include "e2e_common.h"
+#include "protocol/fabrics.h"
+#include "protocol/properties.h"
 #include "protocol/tcp_pdu.h"
 
 namespace e2e {
@@ -216,6 +219,87 @@ std::string base_config(uint16_t port, const std::string& subsystem_tail) {
          "        backend: ram\n"                  // line 10
          "        size: 1MiB\n" +                  // line 11
          subsystem_tail;
+}
+
+// Reads exactly out.size() bytes within `limit` (false on EOF, error or time out).
+bool recv_exact(int fd, std::span<uint8_t> out, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  std::size_t got = 0;
+  while (got < out.size()) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    pollfd pfd{fd, POLLIN, 0};
+    if (::poll(&pfd, 1, static_cast<int>(left.count())) <= 0) continue;
+    const ssize_t n = ::recv(fd, out.data() + got, out.size() - got, 0);
+    if (n <= 0) return false;
+    got += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+// Issue 10, found 1: a command that moves no data may carry a data SGL of 16 zero bytes (type 0, length 0);
+// Linux nvmet and SPDK run it, and some hosts send it so. A raw host (no initiator library, which would
+// fill in its own descriptor) connects an admin queue and sends Property Get, Property Set (CC.EN) and Keep Alive that way; a
+// non-zero length that the binding cannot carry is still refused.
+TEST(RobustnessE2e, NoDataCommandsWithAnAllZeroSglRun) {
+  TargetProcess t;
+  ASSERT_TRUE(t.start(config_with_namespaces(kRamNamespace)));
+  int fd = raw_connect(t.io_port());
+  ASSERT_GE(fd, 0);
+  const auto icreq = pt::build_icreq({});
+  std::vector<uint8_t> req(sizeof(icreq));
+  p::store(req.data(), icreq);
+  send_all(fd, req);
+  std::array<uint8_t, sizeof(pt::IcRespPdu)> icresp{};
+  ASSERT_TRUE(recv_exact(fd, icresp, 60s)) << "no ICResp";
+  auto session = pt::host_session(icreq, p::load<pt::IcRespPdu>(icresp.data()));
+  ASSERT_TRUE(session) << session.error().what;
+
+  // Sends one command capsule (with `data` in the capsule) and returns the status of its response.
+  auto run = [&](const p::Sqe& sqe, const std::vector<uint8_t>& data = {}) -> std::optional<p::Status> {
+    pt::SqeBytes bytes{};
+    std::memcpy(bytes.data(), &sqe, bytes.size());
+    const auto cmd = pt::build_capsule_cmd(bytes, static_cast<uint32_t>(data.size()), *session);
+    std::vector<uint8_t> pdu_bytes(sizeof(cmd));
+    p::store(pdu_bytes.data(), cmd);
+    pdu_bytes.insert(pdu_bytes.end(), data.begin(), data.end());
+    send_all(fd, pdu_bytes);
+    std::array<uint8_t, sizeof(pt::CapsuleRespPdu)> resp{};
+    if (!recv_exact(fd, resp, 60s)) return std::nullopt;
+    const auto r = p::load<pt::CapsuleRespPdu>(resp.data());
+    if (r.ch.pdu_type != static_cast<uint8_t>(pt::PduType::capsule_resp)) return std::nullopt;
+    return p::load<p::Cqe>(r.cqe.data()).get_status();
+  };
+
+  const auto connect_data = p::make_connect_data(host_identity(kHostA).hostid, p::kCntlidDynamic, kSubnqn, kHostA);
+  std::vector<uint8_t> data(sizeof(connect_data));
+  std::memcpy(data.data(), &connect_data, data.size());
+  auto connected = run(p::to_sqe(p::make_connect(1, 0, 31, 0, 0, p::make_in_capsule_sgl(0, p::kConnectDataSize))), data);
+  ASSERT_TRUE(connected.has_value()) << t.log();
+  ASSERT_TRUE(connected->ok()) << p::status_name(*connected);
+
+  auto get_cap = p::to_sqe(p::make_property_get(2, p::property::cap, true));
+  get_cap.hdr.dptr = p::SglDescriptor{};  // 16 zero bytes
+  auto cap = run(get_cap);
+  ASSERT_TRUE(cap.has_value()) << t.log();
+  EXPECT_TRUE(cap->ok()) << p::status_name(*cap);
+  auto enable = p::to_sqe(p::make_property_set(5, p::property::cc, p::Cc{}.set_en(true).set_iosqes(6).set_iocqes(4).value, false));
+  enable.hdr.dptr = p::SglDescriptor{};
+  auto enabled = run(enable);
+  ASSERT_TRUE(enabled.has_value()) << t.log();
+  EXPECT_TRUE(enabled->ok()) << p::status_name(*enabled);
+  auto keep_alive = p::make_keep_alive(3);
+  keep_alive.hdr.dptr = p::SglDescriptor{};
+  auto ka = run(keep_alive);
+  ASSERT_TRUE(ka.has_value()) << t.log();
+  EXPECT_TRUE(ka->ok()) << p::status_name(*ka);
+  // A keyed descriptor (RDMA's) with a length: NVMe/TCP cannot carry it, still refused.
+  auto keyed = p::make_keep_alive(4);
+  keyed.hdr.dptr = p::make_keyed_sgl(0x1000, 4096, 0x42);
+  auto refused = run(keyed);
+  ASSERT_TRUE(refused.has_value()) << t.log();
+  EXPECT_EQ(*refused, p::status::sgl_descriptor_type_invalid) << p::status_name(*refused);
+  ::close(fd);
 }
 
 TEST(RobustnessE2e, BadConfigurationsExitWithStatus2AndOneLineNamingFileLineAndField) {

@@ -296,6 +296,33 @@ TEST(RdmaQueue, SglValidationStatuses) {
   EXPECT_EQ(h.q->recvs_posted(), 8u);
 }
 
+// Issue 10, found 1, on RDMA: a no-data command (Keep Alive, Flush) whose data SGL is 16 zero bytes (type 0,
+// length 0) reaches the core with no data, as nvmet and SPDK run it; a descriptor with a length that RDMA
+// cannot carry (NVMe/TCP's transport data block) is still refused.
+TEST(RdmaQueue, ZeroLengthDescriptorOfAnyTypeIsAcceptedWithoutData) {
+  QueueHarness h;
+  auto ka = p::make_keep_alive(7);
+  ka.hdr.dptr = p::SglDescriptor{};
+  h.capsule(ka, {});
+  ASSERT_EQ(h.core.commands.size(), 1u) << "the command must reach the core";
+  EXPECT_EQ(h.core.commands[0]->data_length, 0u);
+  h.core.commands[0]->queue->complete(*h.core.commands[0], false);
+  auto flush = rw_sqe(true, 8, 0, p::SglDescriptor{});
+  flush.hdr.opcode = 0x00;  // Flush
+  h.capsule(flush, {});
+  ASSERT_EQ(h.core.commands.size(), 2u);
+  EXPECT_EQ(h.core.commands[1]->data_length, 0u);
+  h.core.commands[1]->queue->complete(*h.core.commands[1], false);
+  auto bad = p::make_keep_alive(9);
+  bad.hdr.dptr = p::make_transport_sgl(512);
+  h.capsule(bad, {});
+  EXPECT_EQ(h.core.commands.size(), 2u) << "a transport descriptor with a length is not RDMA's";
+  ASSERT_GE(h.ops.sends.size(), 3u);
+  EXPECT_EQ(h.cqe_of(h.ops.sends[0]).get_status(), p::status::success);
+  EXPECT_EQ(h.cqe_of(h.ops.sends[1]).get_status(), p::status::success);
+  EXPECT_EQ(h.cqe_of(h.ops.sends.back()).get_status(), p::status::sgl_descriptor_type_invalid);
+}
+
 TEST(RdmaQueue, InCapsuleDataIsNotCopiedAndItsRecvComesBackAtCompletion) {
   QueueHarness h;
   h.core.hold = true;
