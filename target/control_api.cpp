@@ -112,7 +112,8 @@ namespace {
 json namespace_json(const NamespaceStatus& n) {
   json j{{"subsystem", n.subsystem}, {"nsid", n.nsid},         {"backend", n.backend},
          {"size_bytes", n.size_bytes}, {"block_size", n.block_size}, {"read_only", n.read_only},
-         {"volatile_write_cache", n.volatile_cache}, {"uuid", n.uuid}, {"nguid", n.nguid}};
+         {"volatile_write_cache", n.volatile_cache}, {"ana_group", n.ana_group}, {"uuid", n.uuid},
+         {"nguid", n.nguid}};
   if (n.backend == "file") {
     j["path"] = n.path;
     j["direct"] = n.direct;

@@ -271,6 +271,18 @@ TEST_F(CoreAna, ReloadMovingANamespaceKeepsItsDataAndSendsAnaChangeNotNamespaceC
   const auto want = expected_log(1, {{1, 0x01, {}}, {2, 0x02, {1, 2}}});  // group 1 stays (the default group)
   EXPECT_EQ(head(ana_log(*b.admin), want.size()), want);
   EXPECT_EQ(h.read(*b.io, 1, 10, 1, 512).data, data);  // the same backend
+  // The control socket's namespaces verb shows the group.
+  TargetStatus status;
+  h.core().fill_status(status);
+  bool seen = false;
+  for (const auto& sub : status.subsystems) {
+    for (const auto& ns : sub.namespaces) {
+      if (sub.nqn != kSub1 || ns.nsid != 1) continue;
+      EXPECT_EQ(ns.ana_group, 2u);
+      seen = true;
+    }
+  }
+  EXPECT_TRUE(seen);
 }
 
 TEST_F(CoreAna, ControlPathSetsAStateOnOneListener) {
