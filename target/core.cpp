@@ -583,7 +583,12 @@ Result<ReloadSummary> TargetCore::reload(const TargetConfig& config) {
       std::shared_ptr<AnaPort> port;
       for (std::size_t j = 0; j < listeners_.size() && j < ana_ports_.size() && !port; ++j)
         if (same_listener(listeners_[j], l)) port = ana_ports_[j];
-      if (!port) port = std::make_shared<AnaPort>();
+      if (!port) {  // a new listener: no controller is on it yet, nothing changed for anyone
+        port = std::make_shared<AnaPort>();
+        apply_ana_config(*port, l);
+        ports.push_back(std::move(port));
+        continue;
+      }
       if (unsigned n = apply_ana_config(*port, l); n != 0) {
         summary.ana_changes += n;
         ana_ports_changed.push_back(port.get());

@@ -240,6 +240,24 @@ TEST_F(CoreAna, ReloadChangingAStateSendsAnaChangeAndBumpsTheChangeCount) {
   EXPECT_EQ(h.core().ana_change_count(), 3u);
 }
 
+TEST_F(CoreAna, ANewListenerIsNoAnaChange) {
+  auto a = connect_path(4420);
+  auto config = two_path_config();
+  ListenerConfig c = config.listeners.back();
+  c.port = 4422;
+  c.ana = {AnaGroupState{1, AnaState::inaccessible, {}}};
+  config.listeners.push_back(c);
+  auto r = h.core().reload(config);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->ana_changes, 0u);
+  EXPECT_EQ(h.core().ana_change_count(), 0u);
+  // Its states apply to queues that come in on it.
+  auto q = h.queue(transport::TransportType::tcp, "10.0.0.1", 4422);
+  ASSERT_TRUE(h.connect(*q, 2, 127, kSub1, kHost1, a.cntlid).status().ok());  // I/O queue 2, another listener
+  EXPECT_EQ(h.read(*q, 1, 0, 1, 512).status(), st::ana_inaccessible);
+  EXPECT_TRUE(h.read(*a.io, 1, 0, 1, 512).status().ok());
+}
+
 TEST_F(CoreAna, NoAnaEventWithoutTheAecBit) {
   auto a = connect_path(4420);
   ASSERT_TRUE(h.set_feature(*a.admin, p::FeatureId::async_event_configuration, p::kAecNamespaceAttribute).status().ok());
