@@ -76,6 +76,14 @@ inline constexpr uint32_t kCtrattTbkas = 1u << 6;         // traffic based keep 
 inline constexpr uint32_t kCtrattNamespaceGranularity = 1u << 7;
 inline constexpr uint32_t kCtrattSqAssociations = 1u << 8;
 inline constexpr uint32_t kCtrattUuidList = 1u << 9;
+// ANACAP (asymmetric namespace access capabilities)
+inline constexpr uint8_t kAnacapOptimized = 1u << 0;        // reports the optimized state
+inline constexpr uint8_t kAnacapNonOptimized = 1u << 1;
+inline constexpr uint8_t kAnacapInaccessible = 1u << 2;
+inline constexpr uint8_t kAnacapPersistentLoss = 1u << 3;
+inline constexpr uint8_t kAnacapChange = 1u << 4;
+inline constexpr uint8_t kAnacapGrpidFixed = 1u << 6;       // ANAGRPID does not change while attached
+inline constexpr uint8_t kAnacapGrpidNonZeroNsMgmt = 1u << 7; // non-zero ANAGRPID in Namespace Management
 // CNTRLTYPE
 inline constexpr uint8_t kCntrltypeIo = 1;
 inline constexpr uint8_t kCntrltypeDiscovery = 2;

@@ -127,7 +127,10 @@ inline constexpr Status deallocated_or_unwritten_block{media_error, 0x87, true};
 
 // Path related (SCT 3), Figure 107.
 inline constexpr Status internal_path_error{path_related, 0x00};
+// Asymmetric Namespace Access: the path cannot serve the namespace now; never DNR (the host fails over).
+inline constexpr Status ana_persistent_loss{path_related, 0x01};
 inline constexpr Status ana_inaccessible{path_related, 0x02};
+inline constexpr Status ana_transition{path_related, 0x03};
 inline constexpr Status command_aborted_by_host{path_related, 0x71};
 }  // namespace status
 

@@ -6,6 +6,7 @@
 #include <bit>
 #include <cstring>
 
+#include "protocol/ana.h"
 #include "protocol/identify.h"
 #include "protocol/log_pages.h"
 #include "target/core_internal.h"
@@ -45,6 +46,7 @@ std::vector<uint8_t> identify_namespace_data(const Namespace& ns) {
   id.nvmcap.set(geo.num_blocks * geo.block_size);
   if (ns.read_only) id.nsattr |= protocol::idns::kNsattrWriteProtected;
   id.nguid = ns.config.nguid;
+  id.anagrpid.set(ns.ana_group.load(std::memory_order_relaxed));
   return to_bytes(id);
 }
 
@@ -53,13 +55,16 @@ std::vector<uint8_t> identify_cs_independent_data(const Namespace& ns) {
   std::vector<uint8_t> out(protocol::kIdentifyDataSize, 0);
   if (ns.geometry.caps.deallocate) out[0] |= protocol::idns::kNsfeatThinProvisioning;  // NSFEAT
   out[1] = protocol::idns::kNmicShared;                                                 // NMIC
+  const uint32_t anagrpid = ns.ana_group.load(std::memory_order_relaxed);               // ANAGRPID, bytes 7:4
+  for (int i = 0; i < 4; ++i) out[4 + i] = static_cast<uint8_t>(anagrpid >> (8 * i));
   out[8] = ns.read_only ? protocol::idns::kNsattrWriteProtected : 0;                    // NSATTR
   out[14] = 1;                                                                         // NSTAT: ready
   return out;
 }
 
 uint32_t supported_aec(const Controller& ctrl) noexcept {
-  return ctrl.discovery ? protocol::kAecDiscoveryLogChange : protocol::kAecSmartMask | protocol::kAecNamespaceAttribute;
+  return ctrl.discovery ? protocol::kAecDiscoveryLogChange
+                        : protocol::kAecSmartMask | protocol::kAecNamespaceAttribute | protocol::kAecAnaChange;
 }
 
 }  // namespace
@@ -118,12 +123,12 @@ std::vector<uint8_t> TargetCore::identify_controller_data(const Controller& ctrl
   pad(id.mn, io ? std::string_view(ctrl.subsys->model) : std::string_view("rdmablk discovery"));
   pad(id.fr, options_.firmware_revision);
   id.rab = 6;
-  if (io) id.cmic = ic::kCmicMultiPort | ic::kCmicMultiController;
+  if (io) id.cmic = ic::kCmicMultiPort | ic::kCmicMultiController | ic::kCmicAna;
   // MDTS in units of CAP.MPSMIN (4 KiB), as a power of two.
   if (io) id.mdts = static_cast<uint8_t>(std::countr_zero(limits_.max_io_size / 4096u));
   id.cntlid.set(ctrl.cntlid);
   id.ver.set(target_version());
-  id.oaes.set(io ? ic::kOaesNamespaceAttribute : ic::kOaesDiscoveryLogChange);
+  id.oaes.set(io ? ic::kOaesNamespaceAttribute | ic::kOaesAnaChange : ic::kOaesDiscoveryLogChange);
   id.ctratt.set(ic::kCtrattHostId128 | (ctrl.traffic_based_keep_alive ? ic::kCtrattTbkas : 0u));
   id.cntrltype = io ? ic::kCntrltypeIo : ic::kCntrltypeDiscovery;
   id.acl = 3;
@@ -140,7 +145,16 @@ std::vector<uint8_t> TargetCore::identify_controller_data(const Controller& ctrl
     const NamespaceTable& table = *ctrl.subsys->table;
     const uint32_t nn = std::max<uint32_t>(1024, table.max_nsid());
     id.nn.set(nn);
-    id.mnan.set(nn);
+    // MNAN sizes the host's ANA log buffer (NANAGRPID descriptors + MNAN NSIDs, checked against MDTS): the
+    // namespaces there can be, not the largest NSID, and never above NN (nvme_mpath_init_identify).
+    id.mnan.set(static_cast<uint32_t>(std::max<std::size_t>(1024, table.namespaces.size())));
+    // ANA (nvmet's values): every state reportable; ANAGRPID may change while attached (a reload moves a
+    // namespace), so ANACAP bit 6 stays clear; no Namespace Management, so bit 7 too.
+    id.anatt = kAnaTransitionTime;
+    id.anacap = ic::kAnacapOptimized | ic::kAnacapNonOptimized | ic::kAnacapInaccessible |
+                ic::kAnacapPersistentLoss | ic::kAnacapChange;
+    id.anagrpmax.set(kAnaGroupMax);
+    id.nanagrpid.set(kAnaGroupMax);
     id.oncs.set(ic::kOncsDsm | ic::kOncsWriteZeroes);
     if (table.any_volatile_cache()) id.vwc = ic::kVwcPresent | ic::kVwcFlushAllNotSupported;
   }
@@ -331,6 +345,11 @@ void TargetCore::get_log_page(CoreQueue& q, TargetRequest& req) noexcept {
             ctrl.aen_masked &= ~kAenMaskNamespace;
           }
           page = to_bytes(log);
+          break;
+        }
+        case protocol::LogPageId::ana: {
+          page = ana_log_locked(ctrl, (cmd.lsp() & protocol::kAnaLspRgo) != 0);
+          if (!cmd.rae()) ctrl.aen_masked &= ~kAenMaskAna;
           break;
         }
         case protocol::LogPageId::commands_supported_effects: {

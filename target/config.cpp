@@ -42,6 +42,35 @@ const char* listener_role_name(ListenerRole r) noexcept {
   return "unknown";
 }
 
+namespace {
+constexpr std::array<std::pair<std::string_view, protocol::AnaState>, 5> kAnaStateNames{{
+    {"optimized", protocol::AnaState::optimized},
+    {"non_optimized", protocol::AnaState::non_optimized},
+    {"inaccessible", protocol::AnaState::inaccessible},
+    {"persistent_loss", protocol::AnaState::persistent_loss},
+    {"change", protocol::AnaState::change},
+}};
+}  // namespace
+
+Result<protocol::AnaState> parse_ana_state(std::string_view name) {
+  for (const auto& [n, st] : kAnaStateNames)
+    if (n == name) return st;
+  return make_error("unknown ANA state '" + std::string(name) +
+                    "' (expected optimized, non_optimized, inaccessible, persistent_loss or change)");
+}
+
+const char* ana_state_config_name(protocol::AnaState s) noexcept {
+  for (const auto& [n, st] : kAnaStateNames)
+    if (st == s) return n.data();
+  return "unknown";
+}
+
+protocol::AnaState ListenerConfig::ana_state(uint32_t group) const noexcept {
+  for (const auto& a : ana)
+    if (a.group == group) return a.state;
+  return protocol::AnaState::optimized;
+}
+
 const char* backend_kind_name(BackendKind k) noexcept {
   switch (k) {
     case BackendKind::file:
@@ -350,6 +379,7 @@ class Parser : public config::Reader {
   void expect_mapping(const Field& f, std::string_view keys, std::string_view hint) const;
 
   ListenerConfig parse_listener(const YAML::Node& node, const std::string& path);
+  std::vector<AnaGroupState> parse_ana(const Field& f) const;
   void parse_reactors(const Field& f, TargetConfig& config);
   ControlConfig parse_control(const Field& f) const;
   MetricsConfig parse_metrics(const Field& f) const;
@@ -423,7 +453,19 @@ TargetConfig Parser::parse() {
     if (!level) fail(f->value_at, f->path, level.error().message);
     config.log_level = *level;
   }
-  if (const Field* f = top.find("limits")) config.limits = parse_limits(*f);
+  if (const Field* f = top.find("limits")) {
+    config.limits = parse_limits(*f);
+    // The Linux host reads the whole ANA log in one command sized for ANAGRPMAX groups and MNAN NSIDs and
+    // turns ANA (multipath) off when that exceeds MDTS.
+    std::size_t most = 0;
+    for (const auto& sub : config.subsystems) most = std::max(most, sub.namespaces.size());
+    const uint64_t ana_log = protocol::ana_log_max_size(kAnaGroupMax, static_cast<uint32_t>(std::max<std::size_t>(1024, most)));
+    if (config.limits.max_io_size < ana_log) {
+      warn(f->value_at, f->path + ".max_io_size",
+           format_size(config.limits.max_io_size) + " is below the ANA log page's " + std::to_string(ana_log) +
+               " bytes: Linux hosts will turn ANA multipath off");
+    }
+  }
   if (const Field* f = top.find("tls_psk_derivation")) {
     config.tls_psk_derivation = one_of<security::PskDerivation>(
         *f, "PSK derivation",
@@ -441,8 +483,8 @@ TargetConfig Parser::parse() {
 ListenerConfig Parser::parse_listener(const YAML::Node& node, const std::string& path) {
   SourceLocation at = location_of(node.Mark());
   if (!node.IsMap())
-    fail(at, path, std::string("expected a mapping (transport, address, port, role, tls), got a ") + node_kind(node));
-  Mapping m(*this, node, path, at, {"transport", "address", "port", "role", "tls"});
+    fail(at, path, std::string("expected a mapping (transport, address, port, role, tls, ana), got a ") + node_kind(node));
+  Mapping m(*this, node, path, at, {"transport", "address", "port", "role", "tls", "ana"});
   ListenerConfig l;
   l.at = at;
   if (const Field* f = m.find("transport")) {
@@ -470,7 +512,47 @@ ListenerConfig Parser::parse_listener(const YAML::Node& node, const std::string&
     }
     l.tls = *policy;
   }
+  if (const Field* f = m.find("ana")) {
+    if (l.role == ListenerRole::discovery) {
+      fail(f->key_at, f->path, "ANA states apply to io listeners only (a discovery listener serves no namespaces)");
+    }
+    l.ana = parse_ana(*f);
+  }
   return l;
+}
+
+// `ana: {1: optimized, 2: inaccessible}`: group -> state, each group once.
+std::vector<AnaGroupState> Parser::parse_ana(const Field& f) const {
+  if (missing(f.value)) return {};
+  if (!f.value.IsMap()) {
+    fail(f.value_at, f.path,
+         std::string("expected a mapping of ANA group to state ({1: optimized, 2: inaccessible}), got a ") +
+             node_kind(f.value));
+  }
+  std::vector<AnaGroupState> out;
+  for (auto it = f.value.begin(); it != f.value.end(); ++it) {
+    const SourceLocation key_at = location_of(it->first.Mark());
+    const std::string key_text = it->first.IsScalar() ? it->first.Scalar() : std::string();
+    Field key{f.path, "", it->first, key_at, key_at};
+    AnaGroupState entry;
+    entry.group = integer32(key, 1, kAnaGroupMax);  // group 0 is not an ANA group ID
+    entry.at = key_at;
+    const std::string item_path = f.path + "." + std::to_string(entry.group);
+    for (const auto& seen : out) {
+      if (seen.group == entry.group) {
+        fail(key_at, item_path, "ANA group listed twice (first at line " + std::to_string(seen.at.line) + ")");
+      }
+    }
+    const SourceLocation value_at = missing(it->second) ? key_at : location_of(it->second.Mark());
+    Field value{item_path, key_text, it->second, key_at, value_at};
+    const std::string name = scalar(value, "an ANA state");
+    auto state = parse_ana_state(name);
+    if (!state) fail(value_at, item_path, state.error().message);
+    entry.state = *state;
+    out.push_back(entry);
+  }
+  std::sort(out.begin(), out.end(), [](const AnaGroupState& a, const AnaGroupState& b) { return a.group < b.group; });
+  return out;
 }
 
 std::string Parser::ip_address(const Field& f, std::string_view what) const {
@@ -653,7 +735,8 @@ SubsystemConfig Parser::parse_subsystem(const YAML::Node& node, const std::strin
   if (!node.IsMap())
     fail(at, path, std::string("expected a mapping (nqn, hosts, namespaces, ...), got a ") + node_kind(node));
   Mapping m(*this, node, path, at,
-            {"nqn", "serial", "model", "allow_any_host", "hosts", "require_authentication", "namespaces"});
+            {"nqn", "serial", "model", "allow_any_host", "hosts", "require_authentication", "namespaces", "cntlid_min",
+             "cntlid_max"});
   SubsystemConfig sub;
   sub.at = at;
 
@@ -674,6 +757,16 @@ SubsystemConfig Parser::parse_subsystem(const YAML::Node& node, const std::strin
     check_printable(*f, sub.model, 40);
   }
   if (const Field* f = m.find("allow_any_host")) sub.allow_any_host = boolean(*f);
+  const Field* cntlid_min = m.find("cntlid_min");
+  const Field* cntlid_max = m.find("cntlid_max");
+  if (cntlid_min) sub.cntlid_min = static_cast<uint16_t>(integer(*cntlid_min, kConfigCntlidMin, kConfigCntlidMax));
+  if (cntlid_max) sub.cntlid_max = static_cast<uint16_t>(integer(*cntlid_max, kConfigCntlidMin, kConfigCntlidMax));
+  if (sub.cntlid_min > sub.cntlid_max) {
+    const Field* f = cntlid_max ? cntlid_max : cntlid_min;
+    fail(f->value_at, f->path,
+         "cntlid_min " + std::to_string(sub.cntlid_min) + " is greater than cntlid_max " +
+             std::to_string(sub.cntlid_max));
+  }
   const Field* require_auth = m.find("require_authentication");
   if (require_auth) sub.require_authentication = boolean(*require_auth);
 
@@ -856,7 +949,7 @@ NamespaceConfig Parser::parse_namespace(const YAML::Node& node, const std::strin
   SourceLocation at = location_of(node.Mark());
   if (!node.IsMap()) fail(at, path, std::string("expected a mapping (nsid, backend, ...), got a ") + node_kind(node));
   Mapping m(*this, node, path, at,
-            {"nsid", "backend", "path", "size", "block_size", "direct", "read_only", "uuid", "nguid"});
+            {"nsid", "backend", "path", "size", "block_size", "direct", "read_only", "uuid", "nguid", "ana_group"});
   NamespaceConfig ns;
   ns.at = at;
 
@@ -910,6 +1003,7 @@ NamespaceConfig Parser::parse_namespace(const YAML::Node& node, const std::strin
     }
   }
   if (const Field* f = m.find("read_only")) ns.read_only = boolean(*f);
+  if (const Field* f = m.find("ana_group")) ns.ana_group = integer32(*f, 1, kAnaGroupMax);
 
   if (const Field* f = m.find("uuid")) {
     std::string text = scalar(*f, "a UUID such as 3f2504e0-4f89-11d3-9a0c-0305e82c3301");

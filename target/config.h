@@ -29,6 +29,7 @@
 
 #include "backend/backend.h"
 #include "config/source_location.h"
+#include "protocol/ana.h"
 #include "protocol/auth.h"
 #include "protocol/result.h"
 #include "security/tls_psk.h"
@@ -50,6 +51,29 @@ inline constexpr uint16_t kDefaultMetricsPort = 9464;
 // Where a value came from in the YAML file (1-based); line 0 = not from a file (a default).
 using SourceLocation = config::SourceLocation;
 
+// Asymmetric Namespace Access: group IDs are 1..kAnaGroupMax (Identify ANAGRPMAX = NANAGRPID, nvmet's
+// NVMET_MAX_ANAGRPS). ANA is always reported, as nvmet does: with no `ana_group` and no `ana` keys every
+// namespace is in group 1, optimized on every listener, so a host can use native multipath as it is.
+inline constexpr uint32_t kAnaGroupMax = 128;
+inline constexpr uint32_t kDefaultAnaGroup = 1;
+// Controller IDs a subsystem hands out (cntlid_min / cntlid_max): the whole range unless configured.
+inline constexpr uint16_t kConfigCntlidMin = 1;
+inline constexpr uint16_t kConfigCntlidMax = 0xFFEF;
+
+// One `ana:` entry of a listener: the state of a group on that listener.
+struct AnaGroupState {
+  uint32_t group = kDefaultAnaGroup;
+  protocol::AnaState state = protocol::AnaState::optimized;
+  SourceLocation at;  // the entry's key
+  friend bool operator==(const AnaGroupState& a, const AnaGroupState& b) noexcept {
+    return a.group == b.group && a.state == b.state;
+  }
+};
+// Parses a state name as the config and the control socket write it: optimized, non_optimized, inaccessible,
+// persistent_loss, change. Error: "unknown ANA state 'x' (expected ...)".
+Result<protocol::AnaState> parse_ana_state(std::string_view name);
+const char* ana_state_config_name(protocol::AnaState s) noexcept;  // the config's spelling
+
 enum class ListenerRole : uint8_t {
   io,         // the subsystems and the discovery controller; listed in the discovery log
   discovery,  // the discovery controller only
@@ -64,6 +88,12 @@ struct ListenerConfig {
   // NVMe/TCP only: TLS 1.3 with a PSK before ICReq (none / optional / required). The discovery log entry's
   // TREQ and TSAS say it.
   transport::tcp::TlsPolicy tls = transport::tcp::TlsPolicy::none;
+  // `ana: {2: inaccessible, 3: non_optimized}`: the ANA state of groups on this listener (the "port" of nvmet),
+  // ascending by group, each group once; a group not listed is optimized here. io listeners only.
+  std::vector<AnaGroupState> ana;
+
+  // The state of `group` on this listener.
+  protocol::AnaState ana_state(uint32_t group) const noexcept;
 
   SourceLocation at;          // the listener's mapping
   SourceLocation address_at;  // its `address` value
@@ -84,6 +114,10 @@ struct NamespaceConfig {
                             // block size, 512 for a regular file; ram/null default 512
   bool direct = true;       // file: O_DIRECT
   bool read_only = false;
+  // ANA group (1..kAnaGroupMax): its state on each listener is that listener's `ana` entry for the group.
+  // Moving a namespace to another group on reload keeps its backend (no Namespace Attribute Changed event,
+  // an ANA Change event instead).
+  uint32_t ana_group = kDefaultAnaGroup;
   std::array<uint8_t, 16> uuid{};   // as configured, else derived from (subsystem NQN, NSID)
   std::array<uint8_t, 16> nguid{};  // likewise: stable across restarts
   bool uuid_configured = false;
@@ -148,6 +182,11 @@ struct SubsystemConfig {
   // hosts with a secret).
   bool require_authentication = false;
   std::vector<NamespaceConfig> namespaces;
+  // Controller IDs come from [cntlid_min, cntlid_max] only (nvmet's attr_cntlid_min/max): several targets
+  // exporting one NQN for multipath give each a disjoint range, so a host never sees two controllers of the
+  // subsystem with the same ID. A reload changes the range for new controllers.
+  uint16_t cntlid_min = kConfigCntlidMin;
+  uint16_t cntlid_max = kConfigCntlidMax;
 
   SourceLocation at;      // the subsystem's mapping
   SourceLocation nqn_at;  // its `nqn` value

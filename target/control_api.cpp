@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "protocol/status.h"
+#include "target/config.h"
 
 namespace rdmablk::target {
 
@@ -111,7 +112,8 @@ namespace {
 json namespace_json(const NamespaceStatus& n) {
   json j{{"subsystem", n.subsystem}, {"nsid", n.nsid},         {"backend", n.backend},
          {"size_bytes", n.size_bytes}, {"block_size", n.block_size}, {"read_only", n.read_only},
-         {"volatile_write_cache", n.volatile_cache}, {"uuid", n.uuid}, {"nguid", n.nguid}};
+         {"volatile_write_cache", n.volatile_cache}, {"ana_group", n.ana_group}, {"uuid", n.uuid},
+         {"nguid", n.nguid}};
   if (n.backend == "file") {
     j["path"] = n.path;
     j["direct"] = n.direct;
@@ -241,12 +243,26 @@ std::string handle_control_request(const ControlHooks& hooks, const std::string&
       if (n == 0) return to_line(fail(host != req.end() ? "no controller of host " + host->get<std::string>()
                                                         : "no controller " + std::to_string(*id)));
       reply = ok(json{{"disconnected", n}});
+    } else if (cmd == "ana_set") {
+      const auto listener = req.find("listener");
+      const auto group = req.find("group");
+      const auto state = req.find("state");
+      if (listener == req.end() || !listener->is_string() || group == req.end() || state == req.end() ||
+          !state->is_string())
+        return to_line(fail("ana_set takes \"listener\" (ADDR:PORT), \"group\" and \"state\""));
+      const auto g = integer_field(*group, kAnaGroupMax);
+      if (!g || *g == 0) return to_line(fail("\"group\" must be an integer 1.." + std::to_string(kAnaGroupMax)));
+      auto parsed = parse_ana_state(state->get<std::string>());
+      if (!parsed) return to_line(fail(parsed.error().message));
+      if (!hooks.ana_set) return to_line(fail("ana_set is not available"));
+      auto r = hooks.ana_set(listener->get<std::string>(), static_cast<uint32_t>(*g), *parsed);
+      reply = r ? ok(json{{"changed", *r}}) : fail(r.error().message);
     } else if (cmd == "reload") {
       auto r = hooks.reload();
       reply = r ? ok(json{{"summary", *r}}) : fail(r.error().message);
     } else {
       return to_line(fail("unknown command \"" + cmd +
-                          "\" (status, subsystems, namespaces, controllers, stats, disconnect, reload)"));
+                          "\" (status, subsystems, namespaces, controllers, stats, disconnect, reload, ana_set)"));
     }
   } catch (const json::exception& e) {
     return to_line(fail(std::string("malformed request: ") + e.what()));

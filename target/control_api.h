@@ -4,9 +4,10 @@
 //             {"command": "stats", "subsystem": NQN, "nsid": N, "cntlid": C}   (filters optional)
 //             {"command": "disconnect", "host": NQN} | {"command": "disconnect", "cntlid": C}
 //             {"command": "reload"}
+//             {"command": "ana_set", "listener": "ADDR:PORT", "group": N, "state": "inaccessible"}
 //   error:    {"ok": false, "error": "what went wrong"}
 //
-// Verbs: status, subsystems, namespaces, controllers, stats, disconnect, reload. README "Control socket"
+// Verbs: status, subsystems, namespaces, controllers, stats, disconnect, reload, ana_set. README "Control socket"
 // shows each with its output; `rdmablk-target ctl` is the client.
 #pragma once
 
@@ -16,6 +17,7 @@
 #include <functional>
 #include <string>
 
+#include "protocol/ana.h"
 #include "protocol/result.h"
 #include "target/status.h"
 
@@ -27,6 +29,8 @@ struct ControlHooks {
   std::function<Result<std::string>()> reload;  // the summary, or the config error
   std::function<unsigned(const std::string& hostnqn)> disconnect_host;
   std::function<unsigned(uint16_t cntlid)> disconnect_controller;
+  // The ANA state of a group on an io listener until the next reload: whether it changed, or the error.
+  std::function<Result<bool>(const std::string& listener, uint32_t group, protocol::AnaState state)> ana_set;
 };
 
 // One request line in, one reply line out (never throws: malformed input is an error reply).

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "protocol/ana.h"
 #include "protocol/completion.h"
 #include "protocol/log_pages.h"
 #include "protocol/properties.h"
@@ -37,6 +38,29 @@ inline constexpr uint32_t kMaxChangedNamespaces = 1024;
 // log page (without RAE); further changes of that type are folded into the log until then (like nvmet).
 inline constexpr uint32_t kAenMaskNamespace = 1u << 0;
 inline constexpr uint32_t kAenMaskDiscovery = 1u << 1;
+inline constexpr uint32_t kAenMaskAna = 1u << 2;
+
+// ANA transition time (Identify ANATT, seconds): how long a group stays in the change state at most (nvmet's).
+inline constexpr uint8_t kAnaTransitionTime = 10;
+
+// The ANA state of every group on one listener (nvmet's per-port ana_state[]): written by the control path
+// (config, reload, control socket), read by the I/O queues that came in on that listener without a lock.
+struct AnaPort {
+  std::array<std::atomic<uint8_t>, kAnaGroupMax + 1> state;  // index: group ID; [0] unused
+
+  AnaPort() noexcept {
+    for (auto& s : state) s.store(static_cast<uint8_t>(protocol::AnaState::optimized), std::memory_order_relaxed);
+  }
+  protocol::AnaState get(uint32_t group) const noexcept {
+    if (group == 0 || group > kAnaGroupMax) return protocol::AnaState::inaccessible;  // no such group here
+    return static_cast<protocol::AnaState>(state[group].load(std::memory_order_relaxed));
+  }
+  // Returns true when the state changed.
+  bool set(uint32_t group, protocol::AnaState s) noexcept {
+    if (group == 0 || group > kAnaGroupMax) return false;
+    return state[group].exchange(static_cast<uint8_t>(s), std::memory_order_relaxed) != static_cast<uint8_t>(s);
+  }
+};
 
 struct Controller {
   uint16_t cntlid = 0;
@@ -46,6 +70,8 @@ struct Controller {
   std::array<uint8_t, 16> hostid{};
   transport::TransportType trtype = transport::TransportType::tcp;
   transport::TransportAddress local_address;  // where the admin queue came in (discovery log traddr)
+  // The ANA states of the admin queue's listener: what its ANA log page reports.
+  std::shared_ptr<const AnaPort> ana_port;
   CoreReactor* admin_reactor = nullptr;
 
   // (mu) control state

@@ -19,9 +19,10 @@ using protocol::Status;
 
 std::string ReloadSummary::describe() const {
   return fmt::format(
-      "subsystems +{} -{}, namespaces +{} -{} ~{}, host lists changed {}, controllers dropped {}, discovery log {}",
+      "subsystems +{} -{}, namespaces +{} -{} ~{}, host lists changed {}, controllers dropped {}, ANA changes {}, "
+      "discovery log {}",
       subsystems_added, subsystems_removed, namespaces_added, namespaces_removed, namespaces_changed,
-      host_lists_changed, controllers_dropped, discovery_changed ? "changed" : "unchanged");
+      host_lists_changed, controllers_dropped, ana_changes, discovery_changed ? "changed" : "unchanged");
 }
 
 Status check_data(const TargetRequest& req, transport::DataDirection dir, uint32_t needed) noexcept {
@@ -51,6 +52,12 @@ TargetCore::TargetCore(const TargetConfig& config, std::vector<CoreReactor*> rea
   for (CoreReactor* r : reactors_)
     reactor_states_.push_back(std::make_unique<ReactorState>(*this, *r, static_cast<unsigned>(depth)));
   discovery_serial_ = derive_serial(protocol::kDiscoveryNqn);
+  default_ana_port_ = std::make_shared<AnaPort>();
+  for (const auto& l : listeners_) {
+    auto port = std::make_shared<AnaPort>();
+    apply_ana_config(*port, l);
+    ana_ports_.push_back(std::move(port));
+  }
 }
 
 Result<std::unique_ptr<TargetCore>> TargetCore::create(const TargetConfig& config, std::vector<CoreReactor*> reactors,
@@ -106,6 +113,7 @@ void TargetCore::on_queue_created(transport::TargetQueue& queue) noexcept {
   queue.core_queue = q.get();
   start_connect_timer(*q);
   std::lock_guard lock(mu_);
+  q->ana_port = ana_port_locked(q->local);
   std::erase_if(queues_, [](const std::weak_ptr<CoreQueue>& w) { return w.expired(); });
   queues_.push_back(q);
 }
@@ -435,6 +443,7 @@ Result<ReloadSummary> TargetCore::reload(const TargetConfig& config) {
   {
     std::lock_guard lock(mu_);
     bool disc_changed = false;
+    std::vector<const Subsystem*> ana_subsystems;  // a namespace moved to another group
     std::set<std::string, std::less<>> wanted;
     for (auto& plan : plans) {
       wanted.insert(plan.nqn);
@@ -463,6 +472,8 @@ Result<ReloadSummary> TargetCore::reload(const TargetConfig& config) {
       sub.host_auth = host_auth_of(sc);
       sub.tls_psk_sources = tls_psk_sources_of(sc);
       sub.model = sc.model;
+      sub.cntlid_min = sc.cntlid_min;  // for controllers created from now on
+      sub.cntlid_max = sc.cntlid_max;
       // Namespaces.
       const NamespaceTable& old = *sub.table;
       auto table = std::make_shared<NamespaceTable>();
@@ -471,6 +482,11 @@ Result<ReloadSummary> TargetCore::reload(const TargetConfig& config) {
       for (const auto& nc : sc.namespaces) {
         const auto* existing = old.find(nc.nsid);
         if (existing != nullptr && (*existing)->same_config(nc)) {
+          // Moved to another ANA group: the same backend, an ANA Change event (nvmet's ana_grpid store).
+          if ((*existing)->ana_group.exchange(nc.ana_group, std::memory_order_relaxed) != nc.ana_group) {
+            ++summary.ana_changes;
+            if (ana_subsystems.empty() || ana_subsystems.back() != &sub) ana_subsystems.push_back(&sub);
+          }
           table->namespaces.push_back(*existing);
           continue;
         }
@@ -559,9 +575,35 @@ Result<ReloadSummary> TargetCore::reload(const TargetConfig& config) {
     auto same_listener = [](const ListenerConfig& a, const ListenerConfig& b) {
       return a.transport == b.transport && a.address == b.address && a.port == b.port && a.role == b.role;
     };
-    if (!std::equal(listeners_.begin(), listeners_.end(), config.listeners.begin(), config.listeners.end(),
-                    same_listener)) {
-      listeners_ = config.listeners;
+    // ANA states: a listener at the same endpoint keeps its port object (its queues hold it), with the
+    // states the file now gives it.
+    std::vector<std::shared_ptr<AnaPort>> ports;
+    std::vector<const AnaPort*> ana_ports_changed;
+    for (const auto& l : config.listeners) {
+      std::shared_ptr<AnaPort> port;
+      for (std::size_t j = 0; j < listeners_.size() && j < ana_ports_.size() && !port; ++j)
+        if (same_listener(listeners_[j], l)) port = ana_ports_[j];
+      if (!port) {  // a new listener: no controller is on it yet, nothing changed for anyone
+        port = std::make_shared<AnaPort>();
+        apply_ana_config(*port, l);
+        ports.push_back(std::move(port));
+        continue;
+      }
+      if (unsigned n = apply_ana_config(*port, l); n != 0) {
+        summary.ana_changes += n;
+        ana_ports_changed.push_back(port.get());
+      }
+      ports.push_back(std::move(port));
+    }
+    const auto previous_listeners = listeners_;
+    listeners_ = config.listeners;  // the ANA keys may differ even when the endpoints do not
+    ana_ports_ = std::move(ports);
+    if (!ana_ports_changed.empty() || !ana_subsystems.empty()) {
+      ++ana_chgcnt_;
+      queue_ana_events_locked(ana_ports_changed, ana_subsystems, notify);
+    }
+    if (!std::equal(previous_listeners.begin(), previous_listeners.end(), config.listeners.begin(),
+                    config.listeners.end(), same_listener)) {
       disc_changed = true;
       // A listener that became discovery-only no longer serves NVM subsystems (nvmet: unlinking a subsystem
       // from a port disconnects its controllers there).
@@ -643,10 +685,16 @@ void TargetCore::shutdown(const char* reason) {
   for (auto& fn : after) fn();
 }
 
-uint16_t TargetCore::allocate_cntlid_locked() noexcept {
-  for (uint32_t tries = 0; tries < kMaxCntlid; ++tries) {
-    const uint16_t id = next_cntlid_;
-    next_cntlid_ = next_cntlid_ >= kMaxCntlid ? kMinCntlid : static_cast<uint16_t>(next_cntlid_ + 1);
+uint16_t TargetCore::allocate_cntlid_locked(uint16_t min, uint16_t max, uint16_t& next) noexcept {
+  // IDs are unique across the target (controllers_ is keyed by them); a subsystem takes them from its range.
+  min = std::max(min, kMinCntlid);
+  max = std::min(max, kMaxCntlid);
+  if (min > max) return 0;
+  if (next < min || next > max) next = min;
+  const uint32_t span = uint32_t{max} - min + 1;
+  for (uint32_t tries = 0; tries < span; ++tries) {
+    const uint16_t id = next;
+    next = next >= max ? min : static_cast<uint16_t>(next + 1);
     if (controllers_.count(id) == 0) return id;
   }
   return 0;

@@ -44,6 +44,7 @@ class ControllerAuthSession;
 
 namespace rdmablk::target {
 
+struct AnaPort;
 struct Controller;
 struct CoreQueue;
 
@@ -75,6 +76,7 @@ struct ReloadSummary {
   unsigned namespaces_changed = 0;   // replaced: a new backend under the same NSID
   unsigned host_lists_changed = 0;
   unsigned controllers_dropped = 0;  // hosts no longer allowed, subsystems removed, listener now discovery-only
+  unsigned ana_changes = 0;          // group states changed on a listener + namespaces moved to another group
   bool discovery_changed = false;
   std::string describe() const;
 };
@@ -112,6 +114,12 @@ class TargetCore final : public transport::TargetQueueHandler {
   unsigned disconnect_host(std::string_view hostnqn);
   unsigned disconnect_controller(uint16_t cntlid);
   uint64_t discovery_generation() const;
+  // Sets the ANA state of `group` on the listener whose address is `listener` ("ADDR:PORT" as in the config,
+  // "[v6]:PORT" for IPv6), until the next reload re-applies the file. Bumps the ANA change count and sends
+  // ANA Change events to the controllers on that listener when the state changed. Error: no such io listener,
+  // group out of 1..kAnaGroupMax. Returns whether the state changed.
+  Result<bool> set_ana_state(std::string_view listener, uint32_t group, protocol::AnaState state);
+  uint64_t ana_change_count() const;
 
   // transport::TargetQueueHandler
   void on_queue_created(transport::TargetQueue& queue) noexcept override;
@@ -148,7 +156,16 @@ class TargetCore final : public transport::TargetQueueHandler {
   void queue_event_locked(Controller& ctrl, uint32_t dw0, uint32_t mask_bit, uint32_t aec_bit);
   void post_deliver_events(const std::shared_ptr<Controller>& ctrl);
   void deliver_events(Controller& ctrl) noexcept;  // on the admin queue's thread
-  uint16_t allocate_cntlid_locked() noexcept;
+  // A free controller ID in [min, max], searching from `next` (advanced past it); 0 when all are taken.
+  uint16_t allocate_cntlid_locked(uint16_t min, uint16_t max, uint16_t& next) noexcept;
+  // ANA: the port (listener states) for a queue's local address; a listener's states from its config
+  // (returns the number of groups that changed); the ANA Change event to the I/O controllers whose admin
+  // queue is on one of `ports` or whose subsystem is one of `subsystems`.
+  std::shared_ptr<AnaPort> ana_port_locked(const transport::TransportAddress& local) const;
+  static unsigned apply_ana_config(AnaPort& port, const ListenerConfig& listener) noexcept;
+  void queue_ana_events_locked(const std::vector<const AnaPort*>& ports, const std::vector<const Subsystem*>& subsystems,
+                               std::vector<std::shared_ptr<Controller>>& notify);
+  std::vector<uint8_t> ana_log_locked(const Controller& ctrl, bool groups_only) const;
 
   // fabrics_commands.cpp
   // False when `local` (a queue's local address) is on a discovery-role listener, which serves the discovery
@@ -203,7 +220,12 @@ class TargetCore final : public transport::TargetQueueHandler {
   std::map<std::string, std::shared_ptr<Subsystem>, std::less<>> subsystems_;
   std::map<uint16_t, std::shared_ptr<Controller>> controllers_;
   std::vector<std::weak_ptr<CoreQueue>> queues_;  // every queue (shutdown, destruction)
-  uint16_t next_cntlid_ = kMinCntlidValue;
+  uint16_t next_cntlid_ = kMinCntlidValue;  // discovery controllers (the whole range)
+  // ANA: one port per entry of listeners_ (kept across reloads for a listener at the same endpoint), a
+  // fallback for a queue on no listener (all optimized), and the change count of the ANA log page.
+  std::vector<std::shared_ptr<AnaPort>> ana_ports_;
+  std::shared_ptr<AnaPort> default_ana_port_;
+  uint64_t ana_chgcnt_ = 0;
   uint64_t discovery_genctr_ = 0;
   uint64_t table_generation_ = 1;
   std::string discovery_serial_;

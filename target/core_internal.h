@@ -142,6 +142,9 @@ struct CoreQueue {
   uint16_t sq_entries = 0;
   std::shared_ptr<Controller> ctrl;
   SubsystemView* view = nullptr;  // I/O queues: this reactor's view of the subsystem
+  // The ANA states of the listener the queue came in on (set at creation; never null): I/O to a namespace
+  // whose group cannot be reached through it completes with an ANA status.
+  std::shared_ptr<const AnaPort> ana_port;
   bool closed = false;            // on_queue_closed seen: complete() becomes release()
   uint32_t backend_in_flight = 0;
   uint32_t parked = 0;  // commands waiting for room in a full backend queue

@@ -28,6 +28,7 @@ NamespaceStatus namespace_status(const std::string& nqn, const Namespace& ns) {
   n.size_bytes = ns.geometry.num_blocks * ns.geometry.block_size;
   n.read_only = ns.read_only;
   n.volatile_cache = ns.volatile_cache();
+  n.ana_group = ns.ana_group.load(std::memory_order_relaxed);
   n.uuid = format_uuid(ns.config.uuid);
   n.nguid = hex(ns.config.nguid);
   return n;

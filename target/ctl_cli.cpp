@@ -30,6 +30,9 @@ struct CtlArgs {
   std::string ns;  // stats --namespace: NSID or NQN:NSID
   int controller = -1;
   std::string host;
+  std::string listener;  // ana set
+  uint32_t group = 0;
+  std::string state;
   double timeout_s = 120;  // a reload may open slow backends
 };
 CtlArgs g_args;
@@ -314,6 +317,13 @@ CLI::App* add_ctl_command(CLI::App& app) {
   host->excludes(cntlid);
   dc->require_option(1);
   ctl->add_subcommand("reload", "reread the configuration (as SIGHUP); prints what changed or the error");
+  CLI::App* ana = ctl->add_subcommand("ana", "Asymmetric Namespace Access states");
+  CLI::App* ana_set = ana->add_subcommand("set", "set a group's ANA state on an io listener (until the next reload)");
+  ana_set->add_option("--listener", g_args.listener, "the listener, ADDR:PORT as in the config")->required();
+  ana_set->add_option("--group", g_args.group, "the ANA group")->required()->check(CLI::Range(1u, kAnaGroupMax));
+  ana_set->add_option("--state", g_args.state, "optimized, non_optimized, inaccessible, persistent_loss or change")
+      ->required();
+  ana->require_subcommand(1);
   return ctl;
 }
 
@@ -337,6 +347,8 @@ int run_ctl_command(CLI::App& ctl) {
     }
     if (!g_args.subsystem.empty()) request["subsystem"] = g_args.subsystem;
     if (g_args.controller >= 0) request["cntlid"] = g_args.controller;
+  } else if (name == "ana") {
+    request = json{{"command", "ana_set"}, {"listener", g_args.listener}, {"group", g_args.group}, {"state", g_args.state}};
   } else if (name == "disconnect") {
     if (!g_args.host.empty()) {
       request["host"] = g_args.host;
@@ -368,6 +380,9 @@ int run_ctl_command(CLI::App& ctl) {
     else if (name == "stats") print_stats(r);
     else if (name == "disconnect") std::printf("disconnected %u controller(s)\n", r["disconnected"].get<unsigned>());
     else if (name == "reload") std::printf("reloaded: %s\n", r["summary"].get<std::string>().c_str());
+    else if (name == "ana")
+      std::printf("ANA group %u on %s: %s (%s)\n", g_args.group, g_args.listener.c_str(), g_args.state.c_str(),
+                  r["changed"].get<bool>() ? "changed" : "unchanged");
   } catch (const json::exception& e) {
     std::fprintf(stderr, "rdmablk-target ctl: unexpected reply (%s): %s\n", e.what(), r.dump().c_str());
     return 1;

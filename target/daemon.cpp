@@ -232,6 +232,9 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const TargetConfig& config, const 
         .reload = [self] { return self->reload_notifying("control socket"); },
         .disconnect_host = [self](const std::string& host) { return self->impl_->core->disconnect_host(host); },
         .disconnect_controller = [self](uint16_t id) { return self->impl_->core->disconnect_controller(id); },
+        .ana_set = [self](const std::string& listener, uint32_t group, protocol::AnaState state) {
+          return self->impl_->core->set_ana_state(listener, group, state);
+        },
     };
     auto control = ControlServer::create(
         socket_path, [hooks](const std::string& line) { return handle_control_request(hooks, line); });

@@ -189,7 +189,8 @@ void TargetCore::admin_connect(CoreQueue& q, TargetRequest& req, const ConnectCo
       finish(req, st::connect_invalid_parameters, protocol::connect_invalid_param_result(false, kIpoSqsize));
       return;
     }
-    const uint16_t cntlid = allocate_cntlid_locked();
+    const uint16_t cntlid = sub ? allocate_cntlid_locked(sub->cntlid_min, sub->cntlid_max, sub->next_cntlid)
+                                : allocate_cntlid_locked(kMinCntlid, kMaxCntlid, next_cntlid_);
     if (cntlid == 0) {
       finish(req, st::connect_controller_busy);
       return;
@@ -202,6 +203,7 @@ void TargetCore::admin_connect(CoreQueue& q, TargetRequest& req, const ConnectCo
     ctrl->hostid = data.hostid;
     ctrl->trtype = q.tq->transport_type();
     ctrl->local_address = q.tq->local_address();
+    ctrl->ana_port = q.ana_port;
     ctrl->peer = peer;
     ctrl->connected_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
                                   std::chrono::system_clock::now().time_since_epoch())

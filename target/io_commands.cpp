@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 
+#include "protocol/ana.h"
 #include "target/core_internal.h"
 
 namespace rdmablk::target {
@@ -58,6 +59,13 @@ Status open_channel(CoreQueue& q, RequestState& rs, NsSlot& slot) noexcept {
   return rs.channel != nullptr ? st::success : st::internal_error;
 }
 
+// The path's ANA state for the namespace (nvmet_check_ana_state): I/O through a listener where its group is
+// inaccessible, lost or in transition fails with a path-related status, without DNR, so the host retries on
+// another path.
+Status check_ana(const CoreQueue& q, const Namespace& ns) noexcept {
+  return protocol::ana_io_status(q.ana_port->get(ns.ana_group.load(std::memory_order_relaxed)));
+}
+
 // Validates a new I/O command and fills its RequestState: success, or the status to complete it with. The
 // order of the checks decides the status of a command with several faults: controller ready, command flags,
 // opcode, namespace, the transfer of Read and Write (MDTS, data SGL), the access (check_access), the range
@@ -84,6 +92,7 @@ Status prepare_io(CoreQueue& q, TargetRequest& req, const QueueLimits& limits) n
   IoAccess access;
   if (slot != nullptr) {  // (a missing namespace is check_access's to report)
     rs.ns_stats = slot->stats;
+    if (Status s = check_ana(q, *slot->ns); !s.ok()) return s;  // before the command's own checks, as nvmet
     const backend::Geometry& geo = slot->ns->geometry;
     switch (op) {
       case IoOpcode::read:
@@ -168,6 +177,7 @@ Status prepare_with_data(CoreQueue& q, TargetRequest& req) noexcept {
   }
   if (Status s = check_access(slot, access); !s.ok()) return s;
   const Namespace& ns = *slot->ns;
+  if (Status s = check_ana(q, ns); !s.ok()) return s;  // the state may have changed while the data moved
   if (write) {
     // With the volatile write cache turned off by the host, every write must be durable.
     rs.fua = protocol::as<protocol::ReadWriteCommand>(req.sqe).fua() ||

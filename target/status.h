@@ -28,6 +28,7 @@ struct NamespaceStatus {
   uint32_t block_size = 0;
   bool read_only = false;
   bool direct = false;          // file backend: O_DIRECT
+  uint32_t ana_group = 1;       // its ANA group
   bool volatile_cache = false;  // a volatile write cache is reported (Flush needed for durability)
   std::string uuid;             // 8-4-4-4-12
   std::string nguid;            // 32 hex digits

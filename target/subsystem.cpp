@@ -45,6 +45,7 @@ Result<std::shared_ptr<Namespace>> open_namespace(const NamespaceConfig& config)
   ns->geometry = ns->backend->geometry();
   ns->read_only = config.read_only || ns->geometry.caps.read_only;
   ns->lbads = static_cast<uint8_t>(std::countr_zero(ns->geometry.block_size));
+  ns->ana_group.store(config.ana_group, std::memory_order_relaxed);
   return ns;
 }
 
@@ -111,6 +112,9 @@ Result<std::shared_ptr<Subsystem>> build_subsystem(const SubsystemConfig& config
   sub->require_authentication = config.require_authentication;
   sub->host_auth = host_auth_of(config);
   sub->tls_psk_sources = tls_psk_sources_of(config);
+  sub->cntlid_min = config.cntlid_min;
+  sub->cntlid_max = config.cntlid_max;
+  sub->next_cntlid = config.cntlid_min;
   auto table = std::make_shared<NamespaceTable>();
   table->generation = generation;
   for (const auto& nc : config.namespaces) {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -31,6 +32,9 @@ struct Namespace {
   backend::Geometry geometry;  // copy of backend->geometry()
   bool read_only = false;
   uint8_t lbads = 9;           // log2(block size)
+  // The ANA group: config.ana_group when opened, then moved by a reload in place (the one mutable field;
+  // the I/O path reads it without a lock).
+  std::atomic<uint32_t> ana_group{kDefaultAnaGroup};
 
   bool volatile_cache() const noexcept { return geometry.caps.volatile_write_cache; }
   // True when the same config would produce the same namespace (reload keeps the namespace as it is).
@@ -89,6 +93,9 @@ struct Subsystem {
   std::map<std::string, std::string, std::less<>> tls_psk_sources;
   std::shared_ptr<const NamespaceTable> table;  // replaced (never modified) on reload
   bool removed = false;                         // taken out by a reload
+  uint16_t cntlid_min = kConfigCntlidMin;       // controller IDs it hands out
+  uint16_t cntlid_max = kConfigCntlidMax;
+  uint16_t next_cntlid = kConfigCntlidMin;      // where the next search for a free ID starts
 
   bool host_allowed(std::string_view hostnqn) const noexcept;
   // The host's authentication settings; nullptr when it has no secret.

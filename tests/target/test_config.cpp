@@ -222,7 +222,7 @@ listeners:
   - address: 127.0.0.1
     colour: blue
 )"),
-            "t.yaml:3:5: listeners[0].colour: unknown key (expected one of: transport, address, port, role, tls)");
+            "t.yaml:3:5: listeners[0].colour: unknown key (expected one of: transport, address, port, role, tls, ana)");
   EXPECT_EQ(parse_error(R"(
 listeners: [{address: 127.0.0.1}]
 limits:

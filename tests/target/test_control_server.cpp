@@ -189,6 +189,37 @@ TEST(ControlApi, EveryVerbAnswers) {
   EXPECT_EQ(reload["error"], "/etc/rdmablk/target.yaml:3:5: nsid: bad");
 }
 
+TEST(ControlApi, AnaSetPassesTheListenerGroupAndStateOn) {
+  auto h = fake_hooks();
+  std::string seen_listener;
+  uint32_t seen_group = 0;
+  rdmablk::protocol::AnaState seen_state{};
+  h.ana_set = [&](const std::string& listener, uint32_t group, rdmablk::protocol::AnaState state) -> Result<bool> {
+    if (listener != "10.0.0.1:4420") return make_error("no io listener at " + listener);
+    seen_listener = listener;
+    seen_group = group;
+    seen_state = state;
+    return true;
+  };
+  auto r = ask(h, R"({"command":"ana_set","listener":"10.0.0.1:4420","group":2,"state":"inaccessible"})");
+  ASSERT_TRUE(r["ok"].get<bool>()) << r.dump();
+  EXPECT_EQ(r["result"]["changed"], true);
+  EXPECT_EQ(seen_listener, "10.0.0.1:4420");
+  EXPECT_EQ(seen_group, 2u);
+  EXPECT_EQ(seen_state, rdmablk::protocol::AnaState::inaccessible);
+  auto wrong = ask(h, R"({"command":"ana_set","listener":"10.0.0.9:4420","group":2,"state":"optimized"})");
+  EXPECT_FALSE(wrong["ok"].get<bool>());
+  EXPECT_EQ(wrong["error"], "no io listener at 10.0.0.9:4420");
+  for (const char* bad : {R"({"command":"ana_set","listener":"a:1","group":0,"state":"optimized"})",
+                          R"({"command":"ana_set","listener":"a:1","group":129,"state":"optimized"})",
+                          R"({"command":"ana_set","listener":"a:1","group":1,"state":"fast"})",
+                          R"({"command":"ana_set","group":1,"state":"optimized"})"}) {
+    auto e = ask(h, bad);
+    EXPECT_FALSE(e["ok"].get<bool>()) << bad;
+  }
+  EXPECT_EQ(seen_group, 2u);  // none of them reached the daemon
+}
+
 TEST(ControlApi, BadRequestsGetErrorReplies) {
   auto h = fake_hooks();
   for (const char* bad : {"not json", "[1,2]", "{}", R"({"command":5})", R"({"command":"format-disk"})",
