@@ -145,8 +145,9 @@ struct RbdOptions {
   std::string keyring;                          // empty: the conf's `keyring`
   uint32_t block_size = 512;                    // 512 or 4096 (any power of two in [512, 65536] works)
   bool read_only = false;                       // rbd_open_read_only
-  // client_mount_timeout, rados_mon_op_timeout and rados_osd_op_timeout: an unreachable cluster fails the
-  // open after this long instead of hanging, and an I/O that gets no answer completes with an error.
+  // client_mount_timeout, rados_mon_op_timeout and rados_osd_op_timeout (unless the conf file or CEPH_ARGS
+  // sets them): an unreachable cluster fails the open after this long instead of hanging, and an I/O that
+  // gets no answer completes with an error.
   unsigned timeout_seconds = 30;
 };
 // A Ceph RBD image through librbd. One cluster connection per (ceph_conf, client, keyring) in the process,

@@ -6,8 +6,9 @@
 //   on that one handle. One handle per reactor would make an exclusive-lock image bounce its lock between
 //   the handles on every write.
 // - Connect with client_mount_timeout / rados_mon_op_timeout / rados_osd_op_timeout set (RbdOptions::
-//   timeout_seconds): an unreachable cluster fails the open ("cannot reach the Ceph cluster: ..."), a
-//   stalled OSD completes the I/O with -ETIMEDOUT (Command Interrupted, the host retries), never a hang.
+//   timeout_seconds, unless the conf or CEPH_ARGS sets them): an unreachable cluster fails the open
+//   ("cannot reach the Ceph cluster: ..."), a stalled OSD completes the I/O with -ETIMEDOUT (Command
+//   Interrupted, the host retries), never a hang.
 // - Completions: rbd_aio_create_completion with a callback. The callback runs on librbd's finisher thread
 //   and does only this: push the request's slot onto its queue's lock-free list and, when the list was
 //   empty, write the queue's own eventfd (event_fd(), which the reactor polls). reap() drains the list
@@ -31,6 +32,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -94,18 +96,25 @@ Result<std::shared_ptr<RadosCluster>> connect_cluster(const RbdOptions& o) {
     rc = rados_conf_set(h, "keyring", o.keyring.c_str());
     if (rc < 0) return fail(fmt::format("keyring {}: {}", o.keyring, errstr(rc)), rc);
   }
+  // Our timeouts replace Ceph's defaults (mount 300 s, mon/osd ops: wait forever); a value the conf file or
+  // CEPH_ARGS sets is kept.
   const std::string timeout = std::to_string(o.timeout_seconds == 0 ? 30 : o.timeout_seconds);
-  for (const char* opt : {"client_mount_timeout", "rados_mon_op_timeout", "rados_osd_op_timeout"}) {
+  for (auto [opt, ceph_default] : {std::pair{"client_mount_timeout", 300.0}, std::pair{"rados_mon_op_timeout", 0.0},
+                                   std::pair{"rados_osd_op_timeout", 0.0}}) {
+    const std::string current = conf_value(h, opt);
+    if (!current.empty() && std::strtod(current.c_str(), nullptr) != ceph_default) continue;
     rc = rados_conf_set(h, opt, timeout.c_str());
     if (rc < 0) return fail(fmt::format("cannot set {}: {}", opt, errstr(rc)), rc);
   }
+  const std::string mount_timeout = conf_value(h, "client_mount_timeout");
   // A discard zeroes its whole range (by default librbd skips the parts smaller than its granularity).
   rados_conf_set(h, "rbd_skip_partial_discard", "false");
   std::string mon_host = conf_value(h, "mon_host");
   rc = rados_connect(h);
   if (rc < 0) {
-    return fail(fmt::format("cannot reach the Ceph cluster: {} (mon_host {}, {} as {}, timeout {} s)", errstr(rc),
-                            mon_host.empty() ? "unset" : mon_host, o.ceph_conf, name, timeout),
+    return fail(fmt::format("cannot reach the Ceph cluster: {} (mon_host {}, {} as {}, client_mount_timeout {} s)",
+                            errstr(rc), mon_host.empty() ? "unset" : mon_host, o.ceph_conf, name,
+                            std::strtod(mount_timeout.c_str(), nullptr)),
                 rc);
   }
   const bool cache = conf_value(h, "rbd_cache") != "false";
