@@ -895,7 +895,7 @@ void Parser::parse_rbd_keys(const Mapping& m, NamespaceConfig& ns) const {
   }
   if (const Field* f = m.find("keyring")) {
     ns.keyring = string_value(*f, "the path of a keyring file");
-    if (ns.keyring.empty()) fail(f->value_at, f->path, "must not be empty (omit it to use the conf's keyring)");
+    if (ns.keyring.empty()) fail(f->value_at, f->path, "must not be empty");  // (string_value says so first)
   }
 }
 

@@ -105,6 +105,34 @@ TEST(RbdE2e, TwoTargetsOneImageAndRestart) {
   EXPECT_TRUE(a.stop());
 }
 
+// SIGHUP adds an rbd namespace to a running target (the connect happens on the daemon's thread, not a
+// reactor's): I/O on the ram namespace goes on, the new one serves data.
+TEST(RbdE2e, ReloadAddsAnRbdNamespace) {
+  CEPH_CLUSTER_OR_SKIP(cluster);
+  const std::string image = cluster->create_image("reload", "8M");
+  TargetProcess t;
+  ASSERT_TRUE(t.start(config_with_namespaces(kRamNamespace)));
+  std::string rbd_ns = rbd_namespace(*cluster, image);
+  rbd_ns.replace(rbd_ns.find("nsid: 1"), 7, "nsid: 2");
+  ASSERT_TRUE(t.reload(config_with_namespaces(std::string(kRamNamespace) + rbd_ns)));
+  auto c = connect_or_fail(controller_options(t.io_port(), kSubnqn), t);
+  ASSERT_TRUE(c);
+  auto q = io_queue_or_fail(*c, 1);
+  ASSERT_TRUE(q);
+  std::vector<uint8_t> data = pattern(8192, 5), got(8192);
+  auto w = write_blocks(*q, 2, 16, 512, data);
+  ASSERT_TRUE(w) << w.error().message;
+  EXPECT_TRUE(w->get_status().ok());
+  auto r = read_blocks(*q, 2, 16, 512, got);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_TRUE(r->get_status().ok());
+  EXPECT_TRUE(got == data);
+  r = read_blocks(*q, 1, 0, 512, got);  // the ram namespace is still there
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_TRUE(r->get_status().ok());
+  EXPECT_TRUE(t.stop());
+}
+
 TEST(RbdE2e, CheckConfigNamesTheNamespaceWhenTheClusterDoesNotAnswer) {
   CEPH_CLUSTER_OR_SKIP(cluster);
   TempDir dir;

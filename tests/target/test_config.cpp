@@ -527,8 +527,7 @@ subsystems:
       error("      - nsid: 1\n        backend: rbd\n        pool: rbd\n        image: a\n        client: client.gw\n"),
       "t.yaml:10:17: subsystems[0].namespaces[0].client: 'client.gw': give the id without 'client.' ('gw')");
   EXPECT_EQ(error("      - nsid: 1\n        backend: rbd\n        pool: rbd\n        image: a\n        keyring: \"\"\n"),
-            "t.yaml:10:18: subsystems[0].namespaces[0].keyring: must not be empty (omit it to use the conf's "
-            "keyring)");
+            "t.yaml:10:18: subsystems[0].namespaces[0].keyring: must not be empty");
   EXPECT_EQ(error("      - nsid: 1\n        backend: ram\n        size: 1MiB\n        pool: rbd\n"),
             "t.yaml:9:9: subsystems[0].namespaces[0].pool: pool applies only to backend: rbd");
   EXPECT_EQ(error("      - nsid: 1\n        backend: file\n        path: /x\n        image: a\n"),
@@ -536,7 +535,7 @@ subsystems:
   // one image, two writable namespaces in one target
   EXPECT_EQ(error("      - {nsid: 1, backend: rbd, pool: rbd, image: a}\n"
                   "      - {nsid: 2, backend: rbd, pool: rbd, image: a}\n"),
-            "t.yaml:7:50: subsystems[0].namespaces[1].image: image rbd/a already backs subsystems[0].namespaces[0] "
+            "t.yaml:7:51: subsystems[0].namespaces[1].image: image rbd/a already backs subsystems[0].namespaces[0] "
             "at line 6 (one image is one namespace; other targets may export it under the same NSID)");
   // the same image name in another RADOS namespace or pool is another image
   EXPECT_EQ(error("      - {nsid: 1, backend: rbd, pool: rbd, image: a}\n"
