@@ -45,7 +45,7 @@ subsystems:
 EOF
 taskset -c "$TCPU" "$TARGET" --config "$W/target.yaml" > "$W/target.log" 2>&1 &
 TPID=$!
-for _ in $(seq 200); do grep -q "rdmablk-target ready" "$W/target.log" && break; sleep 0.05; done
+for _ in $(seq 200); do grep -qs "rdmablk-target ready" "$W/target.log" && break; sleep 0.05; done
 grep -q "rdmablk-target ready" "$W/target.log" || { cat "$W/target.log"; exit 1; }
 
 # bench NSID RW BS QD [extra job lines] -> IOPS
