@@ -10,6 +10,7 @@
 #include <string>
 
 #include "target/config.h"
+#include "target/subsystem.h"
 #include "temp_dir.h"
 
 namespace {
@@ -542,6 +543,27 @@ subsystems:
                   "      - {nsid: 2, backend: rbd, pool: rbd, namespace: x, image: a}\n"
                   "      - {nsid: 3, backend: rbd, pool: p2, image: a}\n"),
             "(parsed)");
+}
+
+// A reload reopens a namespace only when its configuration changed: every rbd key counts.
+TEST(ConfigRbd, SameConfigComparesTheRbdKeys) {
+  TargetConfig c = parse_ok(R"(
+listeners: [{address: 127.0.0.1}]
+subsystems:
+  - nqn: nqn.2024-11.io.rdmablk:a
+    allow_any_host: true
+    namespaces: [{nsid: 1, backend: rbd, pool: p, image: i, namespace: n, ceph_conf: /c, client: u, keyring: /k}]
+)");
+  Namespace ns;
+  ns.config = c.subsystems.at(0).namespaces.at(0);
+  EXPECT_TRUE(ns.same_config(ns.config));
+  for (std::string NamespaceConfig::*field : {&NamespaceConfig::pool, &NamespaceConfig::image,
+                                               &NamespaceConfig::rados_namespace, &NamespaceConfig::ceph_conf,
+                                               &NamespaceConfig::client, &NamespaceConfig::keyring}) {
+    NamespaceConfig changed = ns.config;
+    changed.*field += "x";
+    EXPECT_FALSE(ns.same_config(changed)) << changed.*field;
+  }
 }
 
 TEST(ConfigRbd, RelativePathsFollowTheConfigFile) {
