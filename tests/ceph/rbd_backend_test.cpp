@@ -2,6 +2,7 @@
 #include <poll.h>
 
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -347,6 +348,61 @@ TEST(RbdBackend, UnreachableClusterFailsWithinTheTimeout) {
   EXPECT_NE(r.error().message.find(dead), std::string::npos) << r.error().message;  // names the mon address
   EXPECT_GE(took, std::chrono::seconds(2));
   EXPECT_LT(took, std::chrono::seconds(15));
+}
+
+// The OSD dies with the image open: a write then completes with an error status after the OSD op timeout
+// (ETIMEDOUT -> Command Interrupted: the host retries), it does not hang. A private cluster (this test
+// kills its OSD).
+TEST(RbdBackend, DeadOsdCompletesWithAnErrorNotAHang) {
+  CEPH_CLUSTER_OR_SKIP(shared);  // skips without ceph
+  const std::string root = shared->dir() + "-private-" + std::to_string(::getpid());
+  std::string out;
+  ASSERT_EQ(ceph_test::shell(ceph_test::fixture_script() + " start " + root, &out), 0) << out;
+  struct Stop {
+    std::string dir;
+    ~Stop() { ceph_test::shell(ceph_test::fixture_script() + " stop " + dir); }
+  } stop{root};
+  ASSERT_EQ(ceph_test::shell("env -u CEPH_KEYRING -u CEPH_ARGS -u CEPH_CONF timeout 60 rbd -c " + root +
+                                 "/ceph.conf -n client.admin create --size 8M rbd/dead",
+                             &out),
+            0)
+      << out;
+  RbdOptions o;
+  o.pool = "rbd";
+  o.image = "dead";
+  o.ceph_conf = root + "/ceph.conf";
+  o.client = "rdmablk";
+  o.timeout_seconds = 3;
+  auto b = open_or_fail(o);
+  ASSERT_TRUE(b);
+  auto q = queue_or_fail(*b);
+  ASSERT_TRUE(q);
+  AlignedBuf buf(4096);
+  fill_pattern(buf.get(), buf.size, 3);
+  ASSERT_TRUE(run(*q, rw(Op::write, 0, 8, buf.get(), -1, /*fua=*/true)).ok());
+  ASSERT_EQ(ceph_test::shell("kill -KILL $(cat " + root + "/run/osd.0.pid)", &out), 0) << out;
+  const auto t0 = std::chrono::steady_clock::now();
+  // FUA: the write reaches past librbd's cache to the (dead) OSD
+  ASSERT_TRUE(q->submit(rw(Op::write, 8, 8, buf.get(), -1, /*fua=*/true)).ok());
+  Completion c[1];
+  unsigned n = 0;
+  while (n == 0 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60)) {
+    pollfd p{q->event_fd(), POLLIN, 0};
+    ::poll(&p, 1, 1000);
+    q->clear_event();
+    n = q->reap(c, 0);
+  }
+  const auto took = std::chrono::steady_clock::now() - t0;
+  ASSERT_EQ(n, 1u) << "no completion within 60 s";
+  EXPECT_EQ(c[0].status, st::command_interrupted) << "ETIMEDOUT expected";
+  EXPECT_LT(took, std::chrono::seconds(30));
+  std::printf("completed after %.1f s\n", std::chrono::duration<double>(took).count());
+  const auto c0 = std::chrono::steady_clock::now();
+  q.reset();
+  b.reset();  // rbd_close against a dead OSD: bounded by the same timeouts
+  const auto closing = std::chrono::steady_clock::now() - c0;
+  std::printf("closed after %.1f s\n", std::chrono::duration<double>(closing).count());  // ~9 s: 3 timeouts
+  EXPECT_LT(closing, std::chrono::seconds(60));
 }
 
 }  // namespace
