@@ -136,6 +136,25 @@ Result<std::unique_ptr<Backend>> make_ram_backend(const MemoryOptions& opts);
 // Completes every request at once without touching data: for measuring the network path.
 Result<std::unique_ptr<Backend>> make_null_backend(const MemoryOptions& opts);
 
+struct RbdOptions {
+  std::string pool;                             // required
+  std::string image;                            // required
+  std::string rados_namespace;                  // optional RADOS namespace inside the pool
+  std::string ceph_conf = "/etc/ceph/ceph.conf";
+  std::string client = "admin";                 // cephx id (client.<id>)
+  std::string keyring;                          // empty: the conf's `keyring`
+  uint32_t block_size = 512;                    // 512 or 4096 (any power of two in [512, 65536] works)
+  bool read_only = false;                       // rbd_open_read_only
+  // client_mount_timeout, rados_mon_op_timeout and rados_osd_op_timeout (unless the conf file or CEPH_ARGS
+  // sets them): an unreachable cluster fails the open after this long instead of hanging, and an I/O that
+  // gets no answer completes with an error.
+  unsigned timeout_seconds = 30;
+};
+// A Ceph RBD image through librbd. One cluster connection per (ceph_conf, client, keyring) in the process,
+// shared by every namespace that names it; the image is opened once per backend and shared by its queues.
+// An unreachable cluster gives an error starting "cannot reach the Ceph cluster: ".
+Result<std::unique_ptr<Backend>> open_rbd_backend(const RbdOptions& opts);
+
 // The one errno -> NVMe status mapper (a negative errno, as io_uring reports it, is accepted too).
 // The table is in backend/errno_status.cpp. The second form knows the operation and reports media
 // errors (EIO, ENODATA, EBADMSG, EUCLEAN, EILSEQ) as Unrecovered Read Error for reads and Write

@@ -79,6 +79,8 @@ const char* backend_kind_name(BackendKind k) noexcept {
       return "ram";
     case BackendKind::null:
       return "null";
+    case BackendKind::rbd:
+      return "rbd";
   }
   return "unknown";
 }
@@ -387,6 +389,7 @@ class Parser : public config::Reader {
   SubsystemConfig parse_subsystem(const YAML::Node& node, const std::string& path);
   HostConfig parse_host(const YAML::Node& node, const std::string& path, SourceLocation at);
   TlsPskConfig parse_tls_psk(const Mapping& m) const;
+  void parse_rbd_keys(const Mapping& m, NamespaceConfig& ns) const;
   DhchapSecretConfig parse_secret(const Mapping& m, std::string_view key_name, std::string_view file_name) const;
   NamespaceConfig parse_namespace(const YAML::Node& node, const std::string& path);
   QueueLimits parse_limits(const Field& f);
@@ -945,11 +948,56 @@ HostConfig Parser::parse_host(const YAML::Node& node, const std::string& path, S
   return host;
 }
 
+// backend: rbd's keys (pool, image, namespace, ceph_conf, client, keyring); refused with other backends.
+void Parser::parse_rbd_keys(const Mapping& m, NamespaceConfig& ns) const {
+  static constexpr std::string_view kKeys[] = {"pool", "image", "namespace", "ceph_conf", "client", "keyring"};
+  if (ns.backend != BackendKind::rbd) {
+    for (std::string_view k : kKeys) {
+      if (const Field* f = m.find(k)) {
+        fail(f->key_at, f->path, std::string(k) + " applies only to backend: rbd");
+      }
+    }
+    return;
+  }
+  // A name librbd / cephx takes as one component: no '/' or '@' (image spec separators), no blanks.
+  auto name = [&](const Field& f, std::string_view what) {
+    std::string v = string_value(f, what);
+    if (v.empty()) fail(f.value_at, f.path, "must not be empty");
+    if (v.find_first_of("/@ \t") != std::string::npos) {
+      fail(f.value_at, f.path, in_quotes(v) + " is not a valid name (no '/', '@' or blanks)");
+    }
+    return v;
+  };
+  ns.pool = name(m.require("pool", "the Ceph pool that holds the image"), "a pool name");
+  const Field& image = m.require("image", "the RBD image that holds the namespace");
+  ns.image = name(image, "an image name");
+  ns.image_at = image.value_at;
+  if (const Field* f = m.find("namespace")) ns.rados_namespace = name(*f, "a RADOS namespace name");
+  ns.ceph_conf = "/etc/ceph/ceph.conf";
+  if (const Field* f = m.find("ceph_conf")) {
+    ns.ceph_conf = string_value(*f, "the path of a ceph.conf");
+    if (ns.ceph_conf.empty()) fail(f->value_at, f->path, "must not be empty");
+  }
+  ns.client = "admin";
+  if (const Field* f = m.find("client")) {
+    ns.client = name(*f, "a cephx user id");
+    if (ns.client.rfind("client.", 0) == 0) {
+      fail(f->value_at, f->path,
+           in_quotes(ns.client) + ": give the id without 'client.' (" + in_quotes(ns.client.substr(7)) + ")");
+    }
+  }
+  if (const Field* f = m.find("keyring")) {
+    ns.keyring = string_value(*f, "the path of a keyring file");
+    if (ns.keyring.empty()) fail(f->value_at, f->path, "must not be empty");  // (string_value says so first)
+  }
+}
+
 NamespaceConfig Parser::parse_namespace(const YAML::Node& node, const std::string& path) {
   SourceLocation at = location_of(node.Mark());
   if (!node.IsMap()) fail(at, path, std::string("expected a mapping (nsid, backend, ...), got a ") + node_kind(node));
   Mapping m(*this, node, path, at,
-            {"nsid", "backend", "path", "size", "block_size", "direct", "read_only", "uuid", "nguid", "ana_group"});
+            {"nsid", "backend", "path", "size", "block_size", "direct", "read_only", "uuid", "nguid", "pool", "image",
+             "namespace", "ceph_conf", "client", "keyring", "ana_group"});
   NamespaceConfig ns;
   ns.at = at;
 
@@ -957,9 +1005,12 @@ NamespaceConfig Parser::parse_namespace(const YAML::Node& node, const std::strin
   ns.nsid = integer32(nsid, 1, kMaxNsid);
   ns.nsid_at = nsid.value_at;
 
-  const Field& backend = m.require("backend", "file, ram or null");
-  ns.backend = one_of<BackendKind>(
-      backend, "backend", {{"file", BackendKind::file}, {"ram", BackendKind::ram}, {"null", BackendKind::null}});
+  const Field& backend = m.require("backend", "file, ram, null or rbd");
+  ns.backend = one_of<BackendKind>(backend, "backend",
+                                   {{"file", BackendKind::file},
+                                    {"ram", BackendKind::ram},
+                                    {"null", BackendKind::null},
+                                    {"rbd", BackendKind::rbd}});
 
   const Field* path_field = m.find("path");
   if (ns.backend == BackendKind::file) {
@@ -969,13 +1020,18 @@ NamespaceConfig Parser::parse_namespace(const YAML::Node& node, const std::strin
   } else if (path_field) {
     fail(path_field->key_at, path_field->path,
          std::string("path applies only to backend: file (a ") + backend_kind_name(ns.backend) +
-             " namespace keeps no data on disk)");
+             (ns.backend == BackendKind::rbd ? " namespace names its image with pool and image)"
+                                             : " namespace keeps no data on disk)"));
   }
+  parse_rbd_keys(m, ns);
 
   if (const Field* f = m.find("block_size")) {
     uint64_t bs = integer(*f, 0, UINT64_MAX);
     if (bs < 512 || bs > 65536 || (bs & (bs - 1)) != 0) {
       fail(f->value_at, f->path, "block size " + std::to_string(bs) + " is not a power of two in [512, 65536]");
+    }
+    if (ns.backend == BackendKind::rbd && bs != 512 && bs != 4096) {
+      fail(f->value_at, f->path, "block size " + std::to_string(bs) + " is not 512 or 4096 (backend: rbd)");
     }
     ns.block_size = static_cast<uint32_t>(bs);
   } else if (ns.backend != BackendKind::file) {
@@ -983,6 +1039,9 @@ NamespaceConfig Parser::parse_namespace(const YAML::Node& node, const std::strin
   }
 
   const Field* size = m.find("size");
+  if (size && ns.backend == BackendKind::rbd) {
+    fail(size->key_at, size->path, "size does not apply to backend: rbd (the image's size is used)");
+  }
   if (size) {
     ns.size = size_value(*size, 0, UINT64_MAX);
     ns.size_at = size->value_at;
@@ -992,7 +1051,7 @@ NamespaceConfig Parser::parse_namespace(const YAML::Node& node, const std::strin
       fail(size->value_at, size->path,
            "size " + std::to_string(ns.size) + " is not a multiple of the block size " + std::to_string(bs));
     }
-  } else if (ns.backend != BackendKind::file) {
+  } else if (ns.backend == BackendKind::ram || ns.backend == BackendKind::null) {
     fail(at, path + ".size", std::string("missing (required for backend: ") + backend_kind_name(ns.backend) + ")");
   }
 
@@ -1044,6 +1103,17 @@ void Parser::check_namespaces_across_subsystems(const TargetConfig& config) cons
           fail(ns.path_at, path + ".path",
                in_quotes(ns.path) + " already backs " + it->second.where +
                    " (two writable namespaces on one file would corrupt each other)");
+        }
+      }
+      if (ns.backend == BackendKind::rbd) {
+        // Same conf file = same cluster (relative conf paths are not resolved yet: compared as written).
+        std::string key = std::string("rbd\0") + ns.ceph_conf + '\0' + ns.pool + '/' + ns.rados_namespace + '/' + ns.image;
+        auto [it, inserted] = paths.emplace(key, Seen{where, ns.read_only});
+        if (!inserted && !(ns.read_only && it->second.read_only)) {
+          fail(ns.image_at, path + ".image",
+               "image " + ns.pool + "/" + (ns.rados_namespace.empty() ? "" : ns.rados_namespace + "/") + ns.image +
+                   " already backs " + it->second.where +
+                   " (one image is one namespace; other targets may export it under the same NSID)");
         }
       }
       auto [u, u_new] = uuids.emplace(ns.uuid, where);
@@ -1398,6 +1468,11 @@ Result<TargetConfig> load_config(const std::string& path) {
       if (ns.backend == BackendKind::file && std::filesystem::path(ns.path).is_relative()) {
         ns.path = (base / ns.path).lexically_normal().string();
       }
+      if (ns.backend == BackendKind::rbd) {
+        for (std::string* p : {&ns.ceph_conf, &ns.keyring}) {
+          if (!p->empty() && std::filesystem::path(*p).is_relative()) *p = (base / *p).lexically_normal().string();
+        }
+      }
     }
     for (std::size_t h = 0; h < sub.host_configs.size(); ++h) {
       HostConfig& host = sub.host_configs[h];
@@ -1436,9 +1511,19 @@ Result<void> validate_environment(const TargetConfig& config, EnvironmentChecks 
     const auto& sub = config.subsystems[s];
     for (std::size_t n = 0; n < sub.namespaces.size(); ++n) {
       const auto& ns = sub.namespaces[n];
+      const std::string field = "subsystems[" + std::to_string(s) + "].namespaces[" + std::to_string(n) + "]";
+      if (ns.backend == BackendKind::rbd) {
+        if (!checks.rbd) continue;
+        // Connect and open the image read-only (no exclusive lock taken): the cluster answers, the
+        // user may read the image, its size fits the block size. The connection is dropped again.
+        backend::RbdOptions o = rbd_options(ns);
+        o.read_only = true;
+        auto b = backend::open_rbd_backend(o);
+        if (!b) return make_error(format_message(config.source, ns.image_at, field, b.error().message), b.error().errno_value);
+        continue;
+      }
       if (ns.backend != BackendKind::file) continue;
-      auto ok = check_namespace_file(config, ns,
-                                     "subsystems[" + std::to_string(s) + "].namespaces[" + std::to_string(n) + "]");
+      auto ok = check_namespace_file(config, ns, field);
       if (!ok) return ok;
     }
   }
@@ -1662,6 +1747,24 @@ backend::MemoryOptions memory_options(const NamespaceConfig& ns) {
   o.block_size = ns.block_size ? ns.block_size : 512;
   o.read_only = ns.read_only;
   return o;
+}
+
+backend::RbdOptions rbd_options(const NamespaceConfig& ns) {
+  backend::RbdOptions o;
+  o.pool = ns.pool;
+  o.image = ns.image;
+  o.rados_namespace = ns.rados_namespace;
+  o.ceph_conf = ns.ceph_conf;
+  o.client = ns.client;
+  o.keyring = ns.keyring;
+  o.block_size = ns.block_size ? ns.block_size : 512;
+  o.read_only = ns.read_only;
+  return o;
+}
+
+std::string rbd_location(const NamespaceConfig& ns) {
+  return "rbd " + ns.pool + "/" + (ns.rados_namespace.empty() ? "" : ns.rados_namespace + "/") + ns.image +
+         " (client " + ns.client + ")";
 }
 
 std::string derive_serial(std::string_view subsystem_nqn) {

@@ -100,8 +100,8 @@ struct ListenerConfig {
   SourceLocation port_at;     // its `port` value (or the mapping when defaulted)
 };
 
-enum class BackendKind : uint8_t { file, ram, null };
-const char* backend_kind_name(BackendKind k) noexcept;  // "file" / "ram" / "null"
+enum class BackendKind : uint8_t { file, ram, null, rbd };
+const char* backend_kind_name(BackendKind k) noexcept;  // "file" / "ram" / "null" / "rbd"
 
 struct NamespaceConfig {
   uint32_t nsid = 0;  // 1..0xFFFFFFFE, unique within its subsystem
@@ -111,8 +111,15 @@ struct NamespaceConfig {
   uint64_t size = 0;        // bytes; file: 0 = the existing file's size (a missing file is created sparse
                             // when size > 0); ram/null: required
   uint32_t block_size = 0;  // a power of two in [512, 65536]; 0 (file only) = the device's logical
-                            // block size, 512 for a regular file; ram/null default 512
+                            // block size, 512 for a regular file; ram/null default 512; rbd 512 or 4096
   bool direct = true;       // file: O_DIRECT
+  // rbd: the image POOL/[NAMESPACE/]IMAGE of the cluster that ceph_conf names, as cephx user client.<client>
+  std::string pool;
+  std::string image;
+  std::string rados_namespace;  // `namespace`: a RADOS namespace in the pool; empty = the default one
+  std::string ceph_conf;        // load_config() makes it absolute like `path`; default /etc/ceph/ceph.conf
+  std::string client;           // cephx id; default admin
+  std::string keyring;          // empty = the conf's `keyring`; made absolute like `path`
   bool read_only = false;
   // ANA group (1..kAnaGroupMax): its state on each listener is that listener's `ana` entry for the group.
   // Moving a namespace to another group on reload keeps its backend (no Namespace Attribute Changed event,
@@ -127,6 +134,7 @@ struct NamespaceConfig {
   SourceLocation nsid_at;  // its `nsid` value
   SourceLocation path_at;  // its `path` value
   SourceLocation size_at;  // its `size` value (line 0 when not given)
+  SourceLocation image_at;  // rbd: its `image` value
 };
 
 // A DH-HMAC-CHAP secret of a host entry: given inline (`dhchap_key: "DHHC-1:..."`) or in a file
@@ -306,6 +314,7 @@ CpuAvailability machine_cpus();
 // (tried with SO_REUSEADDR and released at once). RDMA listeners are not checked.
 struct EnvironmentChecks {
   bool ports = true;  // off for a reload: the running daemon holds its ports
+  bool rbd = true;    // rbd namespaces: connect to the cluster and open the image read-only
   // The CPUs to check reactor_cpus against; unset = machine_cpus() (read only when reactors are pinned).
   std::optional<CpuAvailability> cpus = std::nullopt;
 };
@@ -342,6 +351,9 @@ std::size_t namespace_count(const TargetConfig& config) noexcept;
 // The backend options a namespace maps onto.
 backend::FileOptions file_options(const NamespaceConfig& ns);
 backend::MemoryOptions memory_options(const NamespaceConfig& ns);
+backend::RbdOptions rbd_options(const NamespaceConfig& ns);
+// "rbd POOL/[NS/]IMAGE (client ID)": where an rbd namespace's data lives, for messages.
+std::string rbd_location(const NamespaceConfig& ns);
 
 // The derivations used for defaults (exposed for tests and for tools that must agree with them).
 std::string derive_serial(std::string_view subsystem_nqn);

@@ -117,6 +117,8 @@ json namespace_json(const NamespaceStatus& n) {
   if (n.backend == "file") {
     j["path"] = n.path;
     j["direct"] = n.direct;
+  } else if (n.backend == "rbd") {
+    j["image"] = n.path;
   }
   return j;
 }

@@ -23,6 +23,8 @@ NamespaceStatus namespace_status(const std::string& nqn, const Namespace& ns) {
   if (ns.config.backend == BackendKind::file) {
     n.path = ns.config.path;
     n.direct = ns.config.direct;
+  } else if (ns.config.backend == BackendKind::rbd) {
+    n.path = ns.backend->describe();  // "rbd POOL/[NS/]IMAGE (client ID)"
   }
   n.block_size = ns.geometry.block_size;
   n.size_bytes = ns.geometry.num_blocks * ns.geometry.block_size;

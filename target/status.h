@@ -22,8 +22,8 @@ struct ListenerStatus {
 struct NamespaceStatus {
   std::string subsystem;  // NQN
   uint32_t nsid = 0;
-  std::string backend;  // "file" / "ram" / "null"
-  std::string path;     // file backend
+  std::string backend;  // "file" / "ram" / "null" / "rbd"
+  std::string path;     // file backend; rbd: "rbd POOL/[NS/]IMAGE (client ID)"
   uint64_t size_bytes = 0;
   uint32_t block_size = 0;
   bool read_only = false;

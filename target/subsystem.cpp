@@ -11,7 +11,8 @@ bool Namespace::same_config(const NamespaceConfig& o) const noexcept {
   const NamespaceConfig& c = config;
   return c.nsid == o.nsid && c.backend == o.backend && c.path == o.path && c.size == o.size &&
          c.block_size == o.block_size && c.direct == o.direct && c.read_only == o.read_only && c.uuid == o.uuid &&
-         c.nguid == o.nguid;
+         c.nguid == o.nguid && c.pool == o.pool && c.image == o.image && c.rados_namespace == o.rados_namespace &&
+         c.ceph_conf == o.ceph_conf && c.client == o.client && c.keyring == o.keyring;
 }
 
 namespace {
@@ -34,6 +35,9 @@ Result<std::shared_ptr<Namespace>> open_namespace(const NamespaceConfig& config)
       break;
     case BackendKind::null:
       b = backend::make_null_backend(memory_options(config));
+      break;
+    case BackendKind::rbd:
+      b = backend::open_rbd_backend(rbd_options(config));
       break;
   }
   if (!b) return make_error(fmt::format("namespace {}: {}", config.nsid, b.error().message), b.error().errno_value);

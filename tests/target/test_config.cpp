@@ -10,6 +10,7 @@
 #include <string>
 
 #include "target/config.h"
+#include "target/subsystem.h"
 #include "temp_dir.h"
 
 namespace {
@@ -428,7 +429,8 @@ subsystems:
             "t.yaml:9:9: subsystems[0].namespaces[0].path: path applies only to backend: file (a ram namespace "
             "keeps no data on disk)");
   EXPECT_EQ(error("      - nsid: 1\n        backend: disk\n"),
-            "t.yaml:7:18: subsystems[0].namespaces[0].backend: unknown backend 'disk' (expected file, ram or null)");
+            "t.yaml:7:18: subsystems[0].namespaces[0].backend: unknown backend 'disk' (expected file, ram, null or "
+            "rbd)");
   EXPECT_EQ(error("      - nsid: 1\n        backend: ram\n        size: 1MiB\n        block_size: 1000\n"),
             "t.yaml:9:21: subsystems[0].namespaces[0].block_size: block size 1000 is not a power of two in "
             "[512, 65536]");
@@ -442,6 +444,142 @@ subsystems:
             "for 1024-based units, or a byte count)");
   EXPECT_EQ(error("      - nsid: 1\n        backend: ram\n        size: 1MiB\n        uuid: not-a-uuid\n"),
             "t.yaml:9:15: subsystems[0].namespaces[0].uuid: 'not-a-uuid' is not a UUID (8-4-4-4-12 hex digits)");
+}
+
+TEST(ConfigRbd, KeysAndDefaults) {
+  TargetConfig c = parse_ok(R"(
+listeners: [{address: 127.0.0.1}]
+subsystems:
+  - nqn: nqn.2024-11.io.rdmablk:a
+    allow_any_host: true
+    namespaces:
+      - {nsid: 1, backend: rbd, pool: rbd, image: vol1}
+      - nsid: 2
+        backend: rbd
+        pool: fast
+        namespace: tenant-a
+        image: vol2
+        ceph_conf: /etc/ceph/other.conf
+        client: gw1
+        keyring: /etc/ceph/ceph.client.gw1.keyring
+        block_size: 4096
+        read_only: true
+)");
+  ASSERT_EQ(c.subsystems.size(), 1u);
+  const auto& a = c.subsystems[0].namespaces.at(0);
+  EXPECT_EQ(a.backend, BackendKind::rbd);
+  EXPECT_EQ(a.pool, "rbd");
+  EXPECT_EQ(a.image, "vol1");
+  EXPECT_EQ(a.rados_namespace, "");
+  EXPECT_EQ(a.ceph_conf, "/etc/ceph/ceph.conf");
+  EXPECT_EQ(a.client, "admin");
+  EXPECT_EQ(a.keyring, "");
+  EXPECT_EQ(a.block_size, 512u);
+  EXPECT_EQ(rbd_location(a), "rbd rbd/vol1 (client admin)");
+  const auto& b = c.subsystems[0].namespaces.at(1);
+  EXPECT_EQ(b.pool, "fast");
+  EXPECT_EQ(b.rados_namespace, "tenant-a");
+  EXPECT_EQ(b.image, "vol2");
+  EXPECT_EQ(b.ceph_conf, "/etc/ceph/other.conf");
+  EXPECT_EQ(b.client, "gw1");
+  EXPECT_EQ(b.keyring, "/etc/ceph/ceph.client.gw1.keyring");
+  EXPECT_EQ(b.block_size, 4096u);
+  EXPECT_TRUE(b.read_only);
+  EXPECT_EQ(rbd_location(b), "rbd fast/tenant-a/vol2 (client gw1)");
+  const rdmablk::backend::RbdOptions o = rbd_options(b);
+  EXPECT_EQ(o.pool, "fast");
+  EXPECT_EQ(o.rados_namespace, "tenant-a");
+  EXPECT_EQ(o.image, "vol2");
+  EXPECT_EQ(o.client, "gw1");
+  EXPECT_EQ(o.keyring, "/etc/ceph/ceph.client.gw1.keyring");
+  EXPECT_EQ(o.block_size, 4096u);
+  EXPECT_TRUE(o.read_only);
+}
+
+TEST(ConfigErrors, RbdNamespaceRules) {
+  const std::string head = yaml(R"(
+listeners: [{address: 127.0.0.1}]
+subsystems:
+  - nqn: nqn.2024-11.io.rdmablk:a
+    allow_any_host: true
+    namespaces:
+)");
+  auto error = [&](const std::string& ns) {
+    auto r = parse_config(head + ns, "t.yaml");
+    return r ? std::string("(parsed)") : r.error().message;
+  };
+  EXPECT_EQ(error("      - nsid: 1\n        backend: rbd\n        image: a\n"),
+            "t.yaml:6:9: subsystems[0].namespaces[0].pool: missing (required: the Ceph pool that holds the image)");
+  EXPECT_EQ(error("      - nsid: 1\n        backend: rbd\n        pool: rbd\n"),
+            "t.yaml:6:9: subsystems[0].namespaces[0].image: missing (required: the RBD image that holds the "
+            "namespace)");
+  EXPECT_EQ(error("      - nsid: 1\n        backend: rbd\n        pool: rbd\n        image: a/b\n"),
+            "t.yaml:9:16: subsystems[0].namespaces[0].image: 'a/b' is not a valid name (no '/', '@' or blanks)");
+  EXPECT_EQ(error("      - nsid: 1\n        backend: rbd\n        pool: rbd\n        image: a\n        size: 1GiB\n"),
+            "t.yaml:10:9: subsystems[0].namespaces[0].size: size does not apply to backend: rbd (the image's size "
+            "is used)");
+  EXPECT_EQ(error("      - nsid: 1\n        backend: rbd\n        pool: rbd\n        image: a\n        path: /x\n"),
+            "t.yaml:10:9: subsystems[0].namespaces[0].path: path applies only to backend: file (a rbd namespace "
+            "names its image with pool and image)");
+  EXPECT_EQ(
+      error("      - nsid: 1\n        backend: rbd\n        pool: rbd\n        image: a\n        block_size: 1024\n"),
+      "t.yaml:10:21: subsystems[0].namespaces[0].block_size: block size 1024 is not 512 or 4096 (backend: rbd)");
+  EXPECT_EQ(
+      error("      - nsid: 1\n        backend: rbd\n        pool: rbd\n        image: a\n        client: client.gw\n"),
+      "t.yaml:10:17: subsystems[0].namespaces[0].client: 'client.gw': give the id without 'client.' ('gw')");
+  EXPECT_EQ(error("      - nsid: 1\n        backend: rbd\n        pool: rbd\n        image: a\n        keyring: \"\"\n"),
+            "t.yaml:10:18: subsystems[0].namespaces[0].keyring: must not be empty");
+  EXPECT_EQ(error("      - nsid: 1\n        backend: ram\n        size: 1MiB\n        pool: rbd\n"),
+            "t.yaml:9:9: subsystems[0].namespaces[0].pool: pool applies only to backend: rbd");
+  EXPECT_EQ(error("      - nsid: 1\n        backend: file\n        path: /x\n        image: a\n"),
+            "t.yaml:9:9: subsystems[0].namespaces[0].image: image applies only to backend: rbd");
+  // one image, two writable namespaces in one target
+  EXPECT_EQ(error("      - {nsid: 1, backend: rbd, pool: rbd, image: a}\n"
+                  "      - {nsid: 2, backend: rbd, pool: rbd, image: a}\n"),
+            "t.yaml:7:51: subsystems[0].namespaces[1].image: image rbd/a already backs subsystems[0].namespaces[0] "
+            "at line 6 (one image is one namespace; other targets may export it under the same NSID)");
+  // the same image name in another RADOS namespace or pool is another image
+  EXPECT_EQ(error("      - {nsid: 1, backend: rbd, pool: rbd, image: a}\n"
+                  "      - {nsid: 2, backend: rbd, pool: rbd, namespace: x, image: a}\n"
+                  "      - {nsid: 3, backend: rbd, pool: p2, image: a}\n"),
+            "(parsed)");
+}
+
+// A reload reopens a namespace only when its configuration changed: every rbd key counts.
+TEST(ConfigRbd, SameConfigComparesTheRbdKeys) {
+  TargetConfig c = parse_ok(R"(
+listeners: [{address: 127.0.0.1}]
+subsystems:
+  - nqn: nqn.2024-11.io.rdmablk:a
+    allow_any_host: true
+    namespaces: [{nsid: 1, backend: rbd, pool: p, image: i, namespace: n, ceph_conf: /c, client: u, keyring: /k}]
+)");
+  Namespace ns;
+  ns.config = c.subsystems.at(0).namespaces.at(0);
+  EXPECT_TRUE(ns.same_config(ns.config));
+  for (std::string NamespaceConfig::*field : {&NamespaceConfig::pool, &NamespaceConfig::image,
+                                               &NamespaceConfig::rados_namespace, &NamespaceConfig::ceph_conf,
+                                               &NamespaceConfig::client, &NamespaceConfig::keyring}) {
+    NamespaceConfig changed = ns.config;
+    changed.*field += "x";
+    EXPECT_FALSE(ns.same_config(changed)) << changed.*field;
+  }
+}
+
+TEST(ConfigRbd, RelativePathsFollowTheConfigFile) {
+  TempDir dir;
+  const fs::path file = dir.path() / "t.yaml";
+  std::ofstream(file) << yaml(R"(
+listeners: [{address: 127.0.0.1}]
+subsystems:
+  - nqn: nqn.2024-11.io.rdmablk:a
+    allow_any_host: true
+    namespaces: [{nsid: 1, backend: rbd, pool: rbd, image: a, ceph_conf: ceph/ceph.conf, keyring: ceph/k.keyring}]
+)");
+  auto c = load_config(file.string());
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->subsystems[0].namespaces[0].ceph_conf, (dir.path() / "ceph/ceph.conf").string());
+  EXPECT_EQ(c->subsystems[0].namespaces[0].keyring, (dir.path() / "ceph/k.keyring").string());
 }
 
 TEST(ConfigErrors, OneWritableFileBacksOneNamespace) {

@@ -1,0 +1,411 @@
+// The `rbd` backend: a Ceph RBD image through librbd's C API (Debian 12: Ceph 16.2).
+//
+// Choices (behaviour the target relies on):
+// - One cluster connection (rados_t) per (ceph_conf, client, keyring) in the process, shared by every rbd
+//   namespace naming it; the image is opened once per backend (rbd_open) and every reactor's Queue issues
+//   on that one handle. One handle per reactor would make an exclusive-lock image bounce its lock between
+//   the handles on every write.
+// - Connect with client_mount_timeout / rados_mon_op_timeout / rados_osd_op_timeout set (RbdOptions::
+//   timeout_seconds, unless the conf or CEPH_ARGS sets them): an unreachable cluster fails the open
+//   ("cannot reach the Ceph cluster: ..."), a stalled OSD completes the I/O with -ETIMEDOUT (Command
+//   Interrupted, the host retries), never a hang.
+// - Completions: rbd_aio_create_completion with a callback. The callback runs on librbd's finisher thread
+//   and does only this: push the request's slot onto its queue's lock-free list and, when the list was
+//   empty, write the queue's own eventfd (event_fd(), which the reactor polls). reap() drains the list
+//   on the owning reactor. Chosen over rbd_set_image_notification because that eventfd and its
+//   rbd_poll_io_events() list belong to the image, and the image is shared by every reactor's queue:
+//   whichever reactor polled would take the others' completions and have to forward them. The callback
+//   hands each completion straight to the queue that issued it.
+// - Data moves straight from/into the request's buffer (rbd_aio_read/rbd_aio_write): no copy here.
+// - Flush = rbd_aio_flush. FUA write = the write, then rbd_aio_flush, then the completion (when the rbd
+//   cache is on; with it off a completed write is already committed by the OSDs, so FUA is the write).
+// - Write Zeroes = rbd_aio_write_zeroes; Deallocate = rbd_aio_discard, with rbd_skip_partial_discard off
+//   on our connection so that a discard zeroes exactly its range (deallocated blocks read as zeroes).
+// - volatile_write_cache = the connection's rbd_cache setting (librbd's default: on).
+// - Errors (negative errno from librbd) map through status_from_errno(err, op).
+#include <poll.h>
+#include <rados/librados.h>
+#include <rbd/librbd.h>
+#include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "backend/backend.h"
+#include "backend/request_check.h"
+
+namespace rdmablk::backend {
+
+namespace {
+
+namespace st = protocol::status;
+
+std::string errstr(int err) { return std::strerror(err < 0 ? -err : err); }
+
+// --- the shared cluster connection ----------------------------------------------------------------
+
+class RadosCluster {
+ public:
+  RadosCluster(rados_t handle, std::string mon_host, bool cache)
+      : handle_(handle), mon_host_(std::move(mon_host)), cache_(cache) {}
+  ~RadosCluster() { rados_shutdown(handle_); }
+  RadosCluster(const RadosCluster&) = delete;
+  RadosCluster& operator=(const RadosCluster&) = delete;
+
+  rados_t handle() const noexcept { return handle_; }
+  const std::string& mon_host() const noexcept { return mon_host_; }
+  bool rbd_cache() const noexcept { return cache_; }
+
+ private:
+  rados_t handle_;
+  std::string mon_host_;
+  bool cache_;
+};
+
+std::string conf_value(rados_t h, const char* option) {
+  char buf[512] = {};
+  if (rados_conf_get(h, option, buf, sizeof buf - 1) != 0) return {};
+  return buf;
+}
+
+Result<std::shared_ptr<RadosCluster>> connect_cluster(const RbdOptions& o) {
+  rados_t h = nullptr;
+  const std::string name = "client." + o.client;
+  int rc = rados_create2(&h, "ceph", name.c_str(), 0);
+  if (rc < 0) return make_error(fmt::format("rados_create2({}): {}", name, errstr(rc)), -rc);
+  auto fail = [&](std::string msg, int err) {
+    rados_shutdown(h);
+    return make_error(std::move(msg), err < 0 ? -err : err);
+  };
+  rc = rados_conf_read_file(h, o.ceph_conf.c_str());
+  if (rc < 0) return fail(fmt::format("cannot read the Ceph configuration {}: {}", o.ceph_conf, errstr(rc)), rc);
+  // CEPH_ARGS from the environment, like the ceph CLIs (after the file, before our own settings).
+  rados_conf_parse_env(h, nullptr);
+  if (!o.keyring.empty()) {
+    rc = rados_conf_set(h, "keyring", o.keyring.c_str());
+    if (rc < 0) return fail(fmt::format("keyring {}: {}", o.keyring, errstr(rc)), rc);
+  }
+  // Our timeouts replace Ceph's defaults (mount 300 s, mon/osd ops: wait forever); a value the conf file or
+  // CEPH_ARGS sets is kept.
+  const std::string timeout = std::to_string(o.timeout_seconds == 0 ? 30 : o.timeout_seconds);
+  for (auto [opt, ceph_default] : {std::pair{"client_mount_timeout", 300.0}, std::pair{"rados_mon_op_timeout", 0.0},
+                                   std::pair{"rados_osd_op_timeout", 0.0}}) {
+    const std::string current = conf_value(h, opt);
+    if (!current.empty() && std::strtod(current.c_str(), nullptr) != ceph_default) continue;
+    rc = rados_conf_set(h, opt, timeout.c_str());
+    if (rc < 0) return fail(fmt::format("cannot set {}: {}", opt, errstr(rc)), rc);
+  }
+  const std::string mount_timeout = conf_value(h, "client_mount_timeout");
+  // A discard zeroes its whole range (by default librbd skips the parts smaller than its granularity).
+  rados_conf_set(h, "rbd_skip_partial_discard", "false");
+  std::string mon_host = conf_value(h, "mon_host");
+  rc = rados_connect(h);
+  if (rc < 0) {
+    return fail(fmt::format("cannot reach the Ceph cluster: {} (mon_host {}, {} as {}, client_mount_timeout {} s)",
+                            errstr(rc), mon_host.empty() ? "unset" : mon_host, o.ceph_conf, name,
+                            std::strtod(mount_timeout.c_str(), nullptr)),
+                rc);
+  }
+  const bool cache = conf_value(h, "rbd_cache") != "false";
+  return std::make_shared<RadosCluster>(h, std::move(mon_host), cache);
+}
+
+// One connection per (conf, client, keyring) while any backend uses it.
+Result<std::shared_ptr<RadosCluster>> shared_cluster(const RbdOptions& o) {
+  static std::mutex mu;
+  static std::map<std::string, std::weak_ptr<RadosCluster>> clusters;
+  const std::string key = o.ceph_conf + '\0' + o.client + '\0' + o.keyring;
+  std::lock_guard lock(mu);
+  if (auto it = clusters.find(key); it != clusters.end()) {
+    if (auto c = it->second.lock()) return c;
+  }
+  auto c = connect_cluster(o);
+  if (!c) return c;
+  std::erase_if(clusters, [](const auto& kv) { return kv.second.expired(); });
+  clusters[key] = *c;
+  return c;
+}
+
+// --- backend and queue ----------------------------------------------------------------------------
+
+class RbdBackend;
+class RbdQueue;
+
+struct Slot {
+  RbdQueue* queue = nullptr;
+  rbd_completion_t completion = nullptr;
+  Slot* next = nullptr;          // the queue's done list (callback -> reactor) or free list (reactor)
+  ssize_t result = 0;            // rbd_aio_get_return_value, set by the callback
+  uint64_t user_data = 0;
+  Op op = Op::read;
+  bool flush_after = false;      // FUA write: a flush follows before the completion
+};
+
+void on_complete(rbd_completion_t c, void* arg) noexcept;
+
+class RbdBackend final : public Backend {
+ public:
+  RbdBackend(std::shared_ptr<RadosCluster> cluster, rados_ioctx_t io, rbd_image_t image, const Geometry& geo,
+             std::string name)
+      : cluster_(std::move(cluster)), io_(io), image_(image), geo_(geo), name_(std::move(name)) {}
+  ~RbdBackend() override {
+    rbd_close(image_);  // waits for librbd's in-flight I/O
+    rados_ioctx_destroy(io_);
+  }
+
+  const Geometry& geometry() const noexcept override { return geo_; }
+  std::string describe() const override { return name_; }
+  Result<std::unique_ptr<Queue>> open_queue(const QueueOptions& opts) const override;
+
+  rbd_image_t image() const noexcept { return image_; }
+  bool flush_for_fua() const noexcept { return geo_.caps.volatile_write_cache; }
+
+ private:
+  std::shared_ptr<RadosCluster> cluster_;
+  rados_ioctx_t io_;
+  rbd_image_t image_;
+  Geometry geo_;
+  std::string name_;
+};
+
+class RbdQueue final : public Queue {
+ public:
+  RbdQueue(const RbdBackend& backend, unsigned depth, int efd)
+      : backend_(backend), slots_(depth), event_fd_(efd) {
+    for (auto& s : slots_) {
+      s.queue = this;
+      s.next = free_;
+      free_ = &s;
+    }
+  }
+  ~RbdQueue() override {
+    // librbd's callbacks point into this queue: wait until every request has come back and the last
+    // callback has left (it writes the eventfd after publishing the slot).
+    std::vector<Completion> sink(64);
+    while (in_flight_ > 0) {
+      pollfd p{event_fd_, POLLIN, 0};
+      ::poll(&p, 1, 100);
+      clear_event();
+      reap(sink, 0);
+    }
+    while (callbacks_running_.load(std::memory_order_acquire) != 0) ::usleep(100);
+    ::close(event_fd_);
+  }
+
+  Status submit(const Request& req) noexcept override {
+    const Status s = detail::check_request(req, backend_.geometry());
+    if (!s.ok()) return s;
+    if (free_ == nullptr) return queue_full;
+    Slot* slot = free_;
+    free_ = slot->next;
+    slot->next = nullptr;
+    slot->user_data = req.user_data;
+    slot->op = req.op;
+    slot->flush_after = req.op == Op::write && req.fua && backend_.flush_for_fua();
+    ++in_flight_;
+    const uint64_t bs = backend_.geometry().block_size;
+    const int rc = issue(*slot, req.op, req.slba * bs, uint64_t{req.nlb} * bs, static_cast<char*>(req.buf));
+    if (rc < 0) complete_locally(*slot, rc);
+    return st::success;
+  }
+
+  int flush() noexcept override { return 0; }  // librbd sends at submit
+
+  unsigned reap(std::span<Completion> out, unsigned min_complete) noexcept override {
+    unsigned n = 0;
+    for (;;) {
+      n += drain(out.subspan(n));
+      if (n >= min_complete || n == out.size() || in_flight_ == 0) return n;
+      pollfd p{event_fd_, POLLIN, 0};
+      ::poll(&p, 1, -1);
+      clear_event();
+    }
+  }
+
+  unsigned in_flight() const noexcept override { return in_flight_; }
+  int event_fd() const noexcept override { return event_fd_; }
+  void clear_event() noexcept override {
+    uint64_t v;
+    [[maybe_unused]] auto r = ::read(event_fd_, &v, sizeof v);
+  }
+
+  // librbd's finisher thread.
+  void publish(Slot& slot) noexcept {
+    Slot* head = done_.load(std::memory_order_relaxed);
+    do {
+      slot.next = head;
+    } while (!done_.compare_exchange_weak(head, &slot, std::memory_order_release, std::memory_order_relaxed));
+    if (head == nullptr) {
+      const uint64_t one = 1;
+      [[maybe_unused]] auto r = ::write(event_fd_, &one, sizeof one);
+    }
+  }
+  std::atomic<unsigned> callbacks_running_{0};
+
+ private:
+  int issue(Slot& slot, Op op, uint64_t off, uint64_t len, char* buf) noexcept {
+    int rc = rbd_aio_create_completion(&slot, on_complete, &slot.completion);
+    if (rc < 0) {
+      slot.completion = nullptr;
+      return rc;
+    }
+    rbd_image_t img = backend_.image();
+    switch (op) {
+      case Op::read:
+        rc = rbd_aio_read(img, off, len, buf, slot.completion);
+        break;
+      case Op::write:
+        rc = rbd_aio_write(img, off, len, buf, slot.completion);
+        break;
+      case Op::flush:
+        rc = rbd_aio_flush(img, slot.completion);
+        break;
+      case Op::write_zeroes:
+        rc = rbd_aio_write_zeroes(img, off, len, slot.completion, 0, 0);
+        break;
+      case Op::deallocate:
+        rc = rbd_aio_discard(img, off, len, slot.completion);
+        break;
+    }
+    if (rc < 0) {
+      rbd_aio_release(slot.completion);
+      slot.completion = nullptr;
+    }
+    return rc;
+  }
+
+  // A request librbd refused at once: complete it through the same list (and eventfd) as the others.
+  void complete_locally(Slot& slot, int rc) noexcept {
+    slot.result = rc;
+    slot.flush_after = false;
+    publish(slot);
+  }
+
+  // Takes the done list (oldest first) and turns it into completions; FUA writes go on to their flush.
+  unsigned drain(std::span<Completion> out) noexcept {
+    if (pending_ == nullptr) {
+      Slot* list = done_.exchange(nullptr, std::memory_order_acquire);
+      Slot* rev = nullptr;  // the list is newest first
+      while (list != nullptr) {
+        Slot* next = list->next;
+        list->next = rev;
+        rev = list;
+        list = next;
+      }
+      pending_ = rev;
+    }
+    unsigned n = 0;
+    while (pending_ != nullptr && n < out.size()) {
+      Slot* s = pending_;
+      pending_ = s->next;
+      if (s->completion != nullptr) {
+        rbd_aio_release(s->completion);
+        s->completion = nullptr;
+      }
+      if (s->result >= 0 && s->flush_after) {
+        s->flush_after = false;
+        const int rc = issue(*s, Op::flush, 0, 0, nullptr);
+        if (rc < 0) complete_locally(*s, rc);
+        continue;
+      }
+      const Op op = s->flush_after ? Op::write : s->op;
+      out[n++] = Completion{s->user_data, s->result >= 0 ? Status(st::success)
+                                                         : status_from_errno(static_cast<int>(s->result), op)};
+      s->next = free_;
+      free_ = s;
+      --in_flight_;
+    }
+    return n;
+  }
+
+  const RbdBackend& backend_;
+  std::vector<Slot> slots_;
+  Slot* free_ = nullptr;     // reactor only
+  Slot* pending_ = nullptr;  // taken from done_, not yet handed out (reactor only)
+  std::atomic<Slot*> done_{nullptr};
+  unsigned in_flight_ = 0;
+  int event_fd_;
+};
+
+void on_complete(rbd_completion_t c, void* arg) noexcept {
+  Slot& slot = *static_cast<Slot*>(arg);
+  RbdQueue& q = *slot.queue;
+  q.callbacks_running_.fetch_add(1, std::memory_order_relaxed);
+  slot.result = rbd_aio_get_return_value(c);
+  q.publish(slot);
+  q.callbacks_running_.fetch_sub(1, std::memory_order_release);
+}
+
+Result<std::unique_ptr<Queue>> RbdBackend::open_queue(const QueueOptions& opts) const {
+  if (opts.depth == 0) return make_error("queue depth must be at least 1", EINVAL);
+  const int efd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (efd < 0) return make_error(fmt::format("{}: eventfd: {}", name_, errstr(errno)), errno);
+  return std::unique_ptr<Queue>(std::make_unique<RbdQueue>(*this, opts.depth, efd));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Backend>> open_rbd_backend(const RbdOptions& o) {
+  if (o.pool.empty()) return make_error("rbd backend: pool is required", EINVAL);
+  if (o.image.empty()) return make_error("rbd backend: image is required", EINVAL);
+  if (!detail::valid_block_size(o.block_size))
+    return make_error(fmt::format("rbd backend: block size {} is not a power of two in [512, 65536]", o.block_size),
+                      EINVAL);
+  const std::string where = o.rados_namespace.empty()
+                                ? fmt::format("{}/{}", o.pool, o.image)
+                                : fmt::format("{}/{}/{}", o.pool, o.rados_namespace, o.image);
+  auto cluster = shared_cluster(o);
+  if (!cluster) return make_error(fmt::format("rbd {}: {}", where, cluster.error().message), cluster.error().errno_value);
+
+  rados_ioctx_t io = nullptr;
+  int rc = rados_ioctx_create((*cluster)->handle(), o.pool.c_str(), &io);
+  if (rc < 0) return make_error(fmt::format("rbd {}: cannot open pool {}: {}", where, o.pool, errstr(rc)), -rc);
+  if (!o.rados_namespace.empty()) rados_ioctx_set_namespace(io, o.rados_namespace.c_str());
+  rbd_image_t image = nullptr;
+  rc = o.read_only ? rbd_open_read_only(io, o.image.c_str(), &image, nullptr)
+                   : rbd_open(io, o.image.c_str(), &image, nullptr);
+  if (rc < 0) {
+    rados_ioctx_destroy(io);
+    return make_error(fmt::format("rbd {}: cannot open the image: {}", where, errstr(rc)), -rc);
+  }
+  uint64_t bytes = 0;
+  rc = rbd_get_size(image, &bytes);
+  auto fail = [&](std::string msg, int err) {
+    rbd_close(image);
+    rados_ioctx_destroy(io);
+    return make_error(fmt::format("rbd {}: {}", where, msg), err);
+  };
+  if (rc < 0) return fail(fmt::format("cannot read the image size: {}", errstr(rc)), -rc);
+  if (bytes == 0) return fail("the image is empty", EINVAL);
+  if (bytes % o.block_size != 0)
+    return fail(fmt::format("the image size {} is not a multiple of the block size {}", bytes, o.block_size), EINVAL);
+
+  Geometry geo;
+  geo.block_size = o.block_size;
+  geo.num_blocks = bytes / o.block_size;
+  geo.buf_alignment = 1;
+  geo.caps.flush = true;
+  geo.caps.fua = true;
+  geo.caps.write_zeroes = true;
+  geo.caps.deallocate = true;
+  geo.caps.deallocated_reads_zeroes = true;  // rbd_skip_partial_discard = false (connect_cluster)
+  geo.caps.volatile_write_cache = (*cluster)->rbd_cache();
+  geo.caps.read_only = o.read_only;
+  std::string name = fmt::format("rbd {} (client {})", where, o.client);
+  spdlog::debug("{}: {} bytes, block size {}, rbd cache {}", name, bytes, o.block_size,
+                (*cluster)->rbd_cache() ? "on" : "off");
+  return std::unique_ptr<Backend>(std::make_unique<RbdBackend>(std::move(*cluster), io, image, geo, std::move(name)));
+}
+
+}  // namespace rdmablk::backend

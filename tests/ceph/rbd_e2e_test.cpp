@@ -1,0 +1,169 @@
+// rdmablk-target with rbd namespaces against the throw-away cluster (tests/ceph/ceph-cluster): a verified
+// bench through the real target, one image exported by two targets, a restart, --check-config on a cluster
+// that does not answer.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "ceph/ceph_cluster.h"
+#include "e2e_common.h"
+#include "target_process.h"
+
+namespace {
+
+using namespace e2e;
+using rdmablk::initiator::IoQueue;
+
+std::string rbd_namespace(const ceph_test::Cluster& c, const std::string& image, const std::string& extra = "") {
+  return "      - nsid: 1\n        backend: rbd\n        pool: rbd\n        image: " + image +
+         "\n        ceph_conf: " + c.conf() + "\n        client: rdmablk\n        keyring: " + c.rdmablk_keyring() +
+         "\n" + extra;
+}
+
+TEST(RbdE2e, BenchWithCrc32cVerify) {
+  CEPH_CLUSTER_OR_SKIP(cluster);
+  const std::string image = cluster->create_image("bench", "64M");
+  TargetProcess t;
+  ASSERT_TRUE(t.start(config_with_namespaces(rbd_namespace(*cluster, image))));
+  auto j = run_bench_json(t, "verify",
+                          "[global]\nnamespace=1\nbs=4k\niodepth=32\n\n[verify]\nrw=randwrite\nsize=8m\n"
+                          "verify=crc32c\n");
+  ASSERT_TRUE(j.contains("jobs"));
+  EXPECT_EQ(j["jobs"][0]["error"], 0);
+  EXPECT_EQ(j["jobs"][0]["write"]["io_bytes"], 8u << 20);
+  EXPECT_EQ(j["jobs"][0]["read"]["io_bytes"], 8u << 20) << "verify reads every written block back";
+  // 128 KiB requests (several RADOS objects' worth per second, crossing object boundaries) too
+  j = run_bench_json(t, "verify128k",
+                     "[global]\nnamespace=1\nbs=128k\niodepth=8\n\n[verify]\nrw=write\nsize=16m\nverify=crc32c\n");
+  ASSERT_TRUE(j.contains("jobs"));
+  EXPECT_EQ(j["jobs"][0]["error"], 0);
+  EXPECT_EQ(j["jobs"][0]["read"]["io_bytes"], 16u << 20);
+  EXPECT_TRUE(t.stop());
+}
+
+// One image, two targets (as two gateways of a group would): written and flushed through A, read through B;
+// then A restarts and still reads it.
+TEST(RbdE2e, TwoTargetsOneImageAndRestart) {
+  CEPH_CLUSTER_OR_SKIP(cluster);
+  const std::string image = cluster->create_image("shared", "32M");
+  TargetProcess a, b;
+  ASSERT_TRUE(a.start(config_with_namespaces(rbd_namespace(*cluster, image))));
+  ASSERT_TRUE(b.start(config_with_namespaces(rbd_namespace(*cluster, image))));
+
+  constexpr uint32_t kBlock = 512;
+  std::vector<uint8_t> data = pattern(256 * 1024, 77);
+  {
+    auto ca = connect_or_fail(controller_options(a.io_port(), kSubnqn), a);
+    ASSERT_TRUE(ca);
+    auto qa = io_queue_or_fail(*ca, 1);
+    ASSERT_TRUE(qa);
+    for (uint64_t off = 0; off < data.size(); off += 64 * 1024) {
+      auto w = write_blocks(*qa, 1, 1000 + off / kBlock, kBlock, std::span<uint8_t>(data.data() + off, 64 * 1024));
+      ASSERT_TRUE(w) << w.error().message;
+      EXPECT_TRUE(w->get_status().ok());
+    }
+    // the rbd cache of A's librbd is write-back once it has seen a flush: Flush makes the data the image's
+    auto f = flush(*qa, 1);
+    ASSERT_TRUE(f) << f.error().message;
+    EXPECT_TRUE(f->get_status().ok());
+  }
+  {
+    auto cb = connect_or_fail(controller_options(b.io_port(), kSubnqn), b);
+    ASSERT_TRUE(cb);
+    auto qb = io_queue_or_fail(*cb, 1);
+    ASSERT_TRUE(qb);
+    std::vector<uint8_t> got(data.size());
+    for (uint64_t off = 0; off < got.size(); off += 64 * 1024) {
+      auto r = read_blocks(*qb, 1, 1000 + off / kBlock, kBlock, std::span<uint8_t>(got.data() + off, 64 * 1024));
+      ASSERT_TRUE(r) << r.error().message;
+      EXPECT_TRUE(r->get_status().ok());
+    }
+    EXPECT_TRUE(got == data) << "target B does not read what target A wrote";
+  }
+  EXPECT_TRUE(b.stop());
+
+  // A restarts (a new process, a new librbd): the data is in the cluster.
+  ASSERT_TRUE(a.stop());
+  ASSERT_TRUE(a.restart());
+  {
+    auto ca = connect_or_fail(controller_options(a.io_port(), kSubnqn), a);
+    ASSERT_TRUE(ca);
+    auto qa = io_queue_or_fail(*ca, 1);
+    ASSERT_TRUE(qa);
+    std::vector<uint8_t> got(data.size());
+    for (uint64_t off = 0; off < got.size(); off += 64 * 1024) {
+      auto r = read_blocks(*qa, 1, 1000 + off / kBlock, kBlock, std::span<uint8_t>(got.data() + off, 64 * 1024));
+      ASSERT_TRUE(r) << r.error().message;
+      EXPECT_TRUE(r->get_status().ok());
+    }
+    EXPECT_TRUE(got == data) << "the data did not survive the restart";
+  }
+  EXPECT_TRUE(a.stop());
+}
+
+// SIGHUP adds an rbd namespace to a running target (the connect happens on the daemon's thread, not a
+// reactor's): I/O on the ram namespace goes on, the new one serves data.
+TEST(RbdE2e, ReloadAddsAnRbdNamespace) {
+  CEPH_CLUSTER_OR_SKIP(cluster);
+  const std::string image = cluster->create_image("reload", "8M");
+  TargetProcess t;
+  ASSERT_TRUE(t.start(config_with_namespaces(kRamNamespace)));
+  std::string rbd_ns = rbd_namespace(*cluster, image);
+  rbd_ns.replace(rbd_ns.find("nsid: 1"), 7, "nsid: 2");
+  ASSERT_TRUE(t.reload(config_with_namespaces(std::string(kRamNamespace) + rbd_ns)));
+  auto c = connect_or_fail(controller_options(t.io_port(), kSubnqn), t);
+  ASSERT_TRUE(c);
+  auto q = io_queue_or_fail(*c, 1);
+  ASSERT_TRUE(q);
+  std::vector<uint8_t> data = pattern(8192, 5), got(8192);
+  auto w = write_blocks(*q, 2, 16, 512, data);
+  ASSERT_TRUE(w) << w.error().message;
+  EXPECT_TRUE(w->get_status().ok());
+  auto r = read_blocks(*q, 2, 16, 512, got);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_TRUE(r->get_status().ok());
+  EXPECT_TRUE(got == data);
+  r = read_blocks(*q, 1, 0, 512, got);  // the ram namespace is still there
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_TRUE(r->get_status().ok());
+  EXPECT_TRUE(t.stop());
+}
+
+TEST(RbdE2e, CheckConfigNamesTheNamespaceWhenTheClusterDoesNotAnswer) {
+  CEPH_CLUSTER_OR_SKIP(cluster);
+  TempDir dir;
+  // The cluster's conf with the mon moved to a port nobody listens on, and a 3 s mount timeout (the conf's
+  // value wins over the backend's default of 30 s).
+  const std::string dead = cluster->write_dead_conf((dir.path() / "dead.conf").string(), "client mount timeout = 3\n");
+  const auto config = dir.path() / "target.yaml";
+  write_file(config, std::string("listeners: [{address: 127.0.0.1, port: ") + std::to_string(pick_free_port()) +
+                         "}]\nsubsystems:\n  - nqn: " + kSubnqn +
+                         "\n    allow_any_host: true\n    namespaces:\n"
+                         "      - {nsid: 1, backend: rbd, pool: rbd, image: img, ceph_conf: dead.conf, client: rdmablk}\n");
+  auto r = run_process({RDMABLK_TARGET_BINARY, "--check-config", "--config", config.string()}, dir.path(), 60s);
+  EXPECT_EQ(r.exit_status, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find(config.string() + ":6:51: subsystems[0].namespaces[0]: rbd rbd/img: cannot reach the Ceph "
+                                         "cluster: "),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find(dead), std::string::npos) << r.err;
+  EXPECT_LT(r.elapsed, 30s);
+
+  // The reachable cluster and a missing image: an error naming the image, not the cluster.
+  write_file(config, std::string("listeners: [{address: 127.0.0.1, port: ") + std::to_string(pick_free_port()) +
+                         "}]\nsubsystems:\n  - nqn: " + kSubnqn +
+                         "\n    allow_any_host: true\n    namespaces:\n"
+                         "      - {nsid: 1, backend: rbd, pool: rbd, image: nope, ceph_conf: " +
+                         cluster->conf() + ", client: rdmablk}\n");
+  r = run_process({RDMABLK_TARGET_BINARY, "--check-config", "--config", config.string()}, dir.path(), 60s);
+  EXPECT_EQ(r.exit_status, 2) << r.out << r.err;
+  EXPECT_NE(r.err.find("subsystems[0].namespaces[0]: rbd rbd/nope: cannot open the image: No such file or directory"),
+            std::string::npos)
+      << r.err;
+}
+
+}  // namespace
