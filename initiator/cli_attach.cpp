@@ -134,14 +134,22 @@ int block_stop_signals(sigset_t& previous) {
   return ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
 }
 
-// Undo block_stop_signals. Signals that arrived meanwhile are consumed first: unblocking a pending
-// SIGTERM would kill the process that just handled it (exit 143 instead of 0).
+// Undo block_stop_signals, for a caller that goes on (nothing was served). Signals that arrived meanwhile
+// are consumed first: unblocking a pending SIGTERM would kill the process (exit 143 instead of 0).
 void release_stop_signals(int fd, const sigset_t& previous) {
   signalfd_siginfo si{};
   while (::read(fd, &si, sizeof(si)) == static_cast<ssize_t>(sizeof(si))) {
   }
   ::close(fd);
   pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+}
+
+// After serving: the process is on its way out (disconnect, deregister, exit), so the stop signals stay
+// blocked. A second SIGTERM is common - timeout(1) sends one to its child and another to the child's
+// process group, systemd may repeat it - and once unblocked it would kill the process halfway through
+// detaching (seen in the VM lab under load: exit 143, the kernel controller left connected).
+void close_stop_signals(int fd) {
+  ::close(fd);
 }
 
 // What the background child tells the waiting parent: "R/dev/ublkbN" or "E<message>".
@@ -242,7 +250,11 @@ int serve_userspace(const AttachConfig& c, const CliEnv& env, int ready_fd, bool
                v.where.c_str());
   };
   auto r = ublk::serve_volume(o, stop_fd, ev);
-  release_stop_signals(stop_fd, previous_mask);
+  if (registered < 0) {
+    release_stop_signals(stop_fd, previous_mask);  // never served (e.g. no ublk driver): the caller goes on
+  } else {
+    close_stop_signals(stop_fd);
+  }
   if (registered >= 0) remove_attachment(registered);
   if (!r) return fail(r.error().message, 1);
   sd_notify(0, "STOPPING=1");
@@ -283,7 +295,7 @@ int serve_kernel(const AttachConfig& c, const CliEnv& env) {
   pollfd pfd{stop_fd, POLLIN, 0};
   while (::poll(&pfd, 1, -1) < 0 && errno == EINTR) {
   }
-  release_stop_signals(stop_fd, previous_mask);
+  close_stop_signals(stop_fd);
   sd_notify(0, "STOPPING=1");
   auto gone = disconnect_device(env.kernel_paths, ctrl->name);
   if (!gone) return report_error(env, gone.error().message);
