@@ -10,6 +10,7 @@
 #include <string>
 
 #include "target/config.h"
+#include "target/config_test_util.h"
 #include "target/subsystem.h"
 #include "temp_dir.h"
 
@@ -21,23 +22,7 @@ namespace fs = std::filesystem;
 // tests/target/test_config.cpp -> the source tree's root.
 const fs::path kSourceDir = RDMABLK_SOURCE_DIR;  // tests/CMakeLists.txt (not __FILE__: ccache may make it relative)
 
-// Test YAML is written from column 1 after a leading newline, so that line 1 is the first line shown.
-std::string yaml(std::string_view text) {
-  if (!text.empty() && text.front() == '\n') text.remove_prefix(1);
-  return std::string(text);
-}
-
-TargetConfig parse_ok(std::string_view text) {
-  auto config = parse_config(yaml(text), "t.yaml");
-  EXPECT_TRUE(config) << config.error().message;
-  return config ? *config : TargetConfig{};
-}
-
-std::string parse_error(std::string_view text) {
-  auto config = parse_config(yaml(text), "t.yaml");
-  EXPECT_FALSE(config) << "parsed unexpectedly";
-  return config ? std::string() : config.error().message;
-}
+using namespace rdmablk::target::testing;
 
 // A minimal valid document: one listener, one subsystem with one ram namespace.
 constexpr std::string_view kMinimal = R"(

@@ -4,28 +4,13 @@
 #include <string>
 
 #include "target/config.h"
+#include "target/config_test_util.h"
 
 namespace {
 
 using namespace rdmablk::target;
+using namespace rdmablk::target::testing;
 using rdmablk::protocol::AnaState;
-
-std::string yaml(std::string_view text) {
-  if (!text.empty() && text.front() == '\n') text.remove_prefix(1);
-  return std::string(text);
-}
-
-TargetConfig parse_ok(std::string_view text) {
-  auto config = parse_config(yaml(text), "t.yaml");
-  EXPECT_TRUE(config) << config.error().message;
-  return config ? *config : TargetConfig{};
-}
-
-std::string parse_error(std::string_view text) {
-  auto config = parse_config(yaml(text), "t.yaml");
-  EXPECT_FALSE(config) << "parsed unexpectedly";
-  return config ? std::string() : config.error().message;
-}
 
 TEST(ConfigAna, DefaultsAreGroupOneOptimizedAndTheWholeCntlidRange) {
   auto c = parse_ok(R"(
