@@ -9,6 +9,7 @@
 #include <sys/uio.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -38,7 +39,7 @@ struct Capabilities {
 
 struct Geometry {
   uint32_t block_size = 512;  // logical block size in bytes, a power of two in [512, 65536]
-  uint64_t num_blocks = 0;    // namespace size in logical blocks
+  uint64_t num_blocks = 0;    // namespace size in logical blocks, when opened (Backend::num_blocks() is now)
   // Alignment that Request.buf must have (O_DIRECT: the file system's / device's DMA alignment);
   // 1 = any. Page-aligned buffers always satisfy it.
   uint32_t buf_alignment = 1;
@@ -112,6 +113,19 @@ class Backend {
   virtual const Geometry& geometry() const noexcept = 0;
   virtual std::string describe() const = 0;  // "file /var/lib/x.img (O_DIRECT)", "ram 1 GiB", ...
   virtual Result<std::unique_ptr<Queue>> open_queue(const QueueOptions& opts) const = 0;
+
+  // Resizing underneath (an rbd image resized, a file or block device grown; nvmet's revalidate_size):
+  // refresh_size() reads the store's size again and returns it in blocks; queues check ranges against the
+  // size it found from then on. Backends of fixed size (ram, null, a file with a configured size) return it.
+  // Control path: it may wait on the store (librbd refreshes the image header).
+  virtual Result<uint64_t> refresh_size() const { return num_blocks(); }
+  // The size queues check ranges against (geometry().num_blocks until refresh_size() saw another).
+  virtual uint64_t num_blocks() const noexcept { return geometry().num_blocks; }
+  // Calls `notify` when the store announces a change that may be a resize (rbd: the image header's watch),
+  // so the owner can refresh_size() and tell hosts. It runs on a library thread: it must only wake someone
+  // (write an eventfd) and never call back into the backend. Backends without such news do nothing (a
+  // reload re-reads every size). At most once per backend, before any queue is opened.
+  virtual void watch_size(std::function<void()> notify) const { (void)notify; }
 };
 
 // --- construction ---------------------------------------------------------------------------------

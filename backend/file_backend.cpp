@@ -48,6 +48,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -92,8 +93,16 @@ std::string errstr(int err) { return std::strerror(err); }
 
 class FileBackend final : public Backend {
  public:
-  FileBackend(std::string path, int fd, const Geometry& geo, bool direct, bool block_device, void* zero_buf)
-      : path_(std::move(path)), fd_(fd), geo_(geo), direct_(direct), block_device_(block_device), zero_buf_(zero_buf) {}
+  FileBackend(std::string path, int fd, const Geometry& geo, bool direct, bool block_device, void* zero_buf,
+              bool sized_by_store)
+      : path_(std::move(path)),
+        fd_(fd),
+        geo_(geo),
+        direct_(direct),
+        block_device_(block_device),
+        zero_buf_(zero_buf),
+        sized_by_store_(sized_by_store),
+        blocks_(geo.num_blocks) {}
   ~FileBackend() override {
     ::close(fd_);
     ::munmap(zero_buf_, kZeroBufBytes);
@@ -105,6 +114,8 @@ class FileBackend final : public Backend {
                        geo_.caps.read_only ? ", read-only" : "");
   }
   Result<std::unique_ptr<Queue>> open_queue(const QueueOptions& opts) const override;
+  Result<uint64_t> refresh_size() const override;
+  uint64_t num_blocks() const noexcept override { return blocks_.load(std::memory_order_relaxed); }
 
   int fd() const noexcept { return fd_; }
   const std::string& path() const noexcept { return path_; }
@@ -118,7 +129,28 @@ class FileBackend final : public Backend {
   bool direct_;
   bool block_device_;
   void* zero_buf_;  // kZeroBufBytes of zeroes, page-aligned, shared read-only by every queue
+  bool sized_by_store_;  // no configured size: the namespace is as large as the file / device
+  mutable std::atomic<uint64_t> blocks_;
 };
+
+// A file or device that grew or shrank (only when its size is not configured: a configured size is the
+// namespace's, and a reload with another one replaces the namespace). Whole blocks only.
+Result<uint64_t> FileBackend::refresh_size() const {
+  if (!sized_by_store_) return num_blocks();
+  uint64_t bytes = 0;
+  if (block_device_) {
+    if (::ioctl(fd_, BLKGETSIZE64, &bytes) != 0)
+      return make_error(fmt::format("{}: BLKGETSIZE64: {}", path_, errstr(errno)), errno);
+  } else {
+    struct stat sb {};
+    if (::fstat(fd_, &sb) != 0) return make_error(fmt::format("{}: fstat: {}", path_, errstr(errno)), errno);
+    bytes = static_cast<uint64_t>(sb.st_size);
+  }
+  const uint64_t blocks = bytes / geo_.block_size;
+  if (blocks == 0) return make_error(fmt::format("{}: now has {} bytes, less than one block", path_, bytes), EINVAL);
+  blocks_.store(blocks, std::memory_order_relaxed);
+  return blocks;
+}
 
 class FileQueue final : public Queue {
  public:
@@ -212,7 +244,7 @@ class FileQueue final : public Queue {
   }
 
   Status submit(const Request& req) noexcept override {
-    const Status s = detail::check_request(req, geo_);
+    const Status s = detail::check_request(req, geo_, backend_.num_blocks());
     if (!s.ok()) return s;
     const uint64_t bytes = uint64_t{req.nlb} * geo_.block_size;
     if (req.buf_index >= 0 && (req.op == Op::read || req.op == Op::write)) {
@@ -748,7 +780,8 @@ Result<std::unique_ptr<Backend>> open_file_backend(const FileOptions& opts) {
     return fail(fmt::format("{}: cannot map the zero buffer: {}", path, errstr(err)), err);
   }
   std::memset(zero_buf, 0, kZeroBufBytes);  // real pages (not the shared zero page) for O_DIRECT writes
-  return std::unique_ptr<Backend>(std::make_unique<FileBackend>(path, fd, geo, direct, block_device, zero_buf));
+  return std::unique_ptr<Backend>(
+      std::make_unique<FileBackend>(path, fd, geo, direct, block_device, zero_buf, opts.size == 0));
 }
 
 namespace testing {

@@ -115,7 +115,7 @@ class MemoryBackend final : public Backend {
 };
 
 Status MemoryQueue::submit(const Request& req) noexcept {
-  const Status s = detail::check_request(req, backend_.geometry());
+  const Status s = detail::check_request(req, backend_.geometry(), backend_.geometry().num_blocks);
   if (!s.ok()) return s;
   if (count_ == depth_) return queue_full;
   backend_.execute(req);

@@ -34,6 +34,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -158,8 +159,9 @@ class RbdBackend final : public Backend {
  public:
   RbdBackend(std::shared_ptr<RadosCluster> cluster, rados_ioctx_t io, rbd_image_t image, const Geometry& geo,
              std::string name)
-      : cluster_(std::move(cluster)), io_(io), image_(image), geo_(geo), name_(std::move(name)) {}
+      : cluster_(std::move(cluster)), io_(io), image_(image), geo_(geo), name_(std::move(name)), blocks_(geo.num_blocks) {}
   ~RbdBackend() override {
+    if (watching_) rbd_update_unwatch(image_, watch_handle_);  // waits for a callback in progress
     rbd_close(image_);  // waits for librbd's in-flight I/O
     rados_ioctx_destroy(io_);
   }
@@ -167,6 +169,32 @@ class RbdBackend final : public Backend {
   const Geometry& geometry() const noexcept override { return geo_; }
   std::string describe() const override { return name_; }
   Result<std::unique_ptr<Queue>> open_queue(const QueueOptions& opts) const override;
+
+  // rbd_get_size refreshes the image header first when a watch notification said it changed (someone ran
+  // `rbd resize`). A size that is not a multiple of the block size serves its whole blocks.
+  Result<uint64_t> refresh_size() const override {
+    uint64_t bytes = 0;
+    if (const int rc = rbd_get_size(image_, &bytes); rc < 0)
+      return make_error(fmt::format("{}: cannot read the image size: {}", name_, errstr(rc)), -rc);
+    const uint64_t blocks = bytes / geo_.block_size;
+    if (blocks == 0) return make_error(fmt::format("{}: the image now has {} bytes, less than one block", name_, bytes), EINVAL);
+    blocks_.store(blocks, std::memory_order_relaxed);
+    return blocks;
+  }
+  uint64_t num_blocks() const noexcept override { return blocks_.load(std::memory_order_relaxed); }
+
+  // librbd calls back on every header update (resize, snapshots, metadata, lock owner): the owner refreshes
+  // and compares.
+  void watch_size(std::function<void()> notify) const override {
+    if (watching_) return;
+    notify_ = std::move(notify);
+    const int rc = rbd_update_watch(image_, &watch_handle_, &RbdBackend::on_update, const_cast<RbdBackend*>(this));
+    if (rc < 0) {
+      spdlog::warn("{}: cannot watch the image for resizes ({}): a reload re-reads its size", name_, errstr(rc));
+      return;
+    }
+    watching_ = true;
+  }
 
   rbd_image_t image() const noexcept { return image_; }
   bool flush_for_fua() const noexcept { return geo_.caps.volatile_write_cache; }
@@ -177,6 +205,15 @@ class RbdBackend final : public Backend {
   rbd_image_t image_;
   Geometry geo_;
   std::string name_;
+  mutable std::atomic<uint64_t> blocks_;
+  mutable std::function<void()> notify_;  // set before the watch starts, then only read by on_update
+  mutable uint64_t watch_handle_ = 0;
+  mutable bool watching_ = false;
+
+  static void on_update(void* arg) noexcept {
+    const auto* self = static_cast<const RbdBackend*>(arg);
+    if (self->notify_) self->notify_();
+  }
 };
 
 class RbdQueue final : public Queue {
@@ -204,7 +241,7 @@ class RbdQueue final : public Queue {
   }
 
   Status submit(const Request& req) noexcept override {
-    const Status s = detail::check_request(req, backend_.geometry());
+    const Status s = detail::check_request(req, backend_.geometry(), backend_.num_blocks());
     if (!s.ok()) return s;
     if (free_ == nullptr) return queue_full;
     Slot* slot = free_;

@@ -9,8 +9,8 @@
 namespace rdmablk::backend::detail {
 
 // The request's status before any I/O: success, or why it can never succeed. Overflow-safe: slba + nlb
-// is never computed.
-inline Status check_request(const Request& req, const Geometry& geo) noexcept {
+// is never computed. `num_blocks` is the backend's size now (Backend::num_blocks()).
+inline Status check_request(const Request& req, const Geometry& geo, uint64_t num_blocks) noexcept {
   namespace st = protocol::status;
   switch (req.op) {
     case Op::flush:
@@ -25,7 +25,7 @@ inline Status check_request(const Request& req, const Geometry& geo) noexcept {
   }
   if (req.op != Op::read && geo.caps.read_only) return st::namespace_write_protected;
   if (req.nlb == 0) return st::invalid_field;
-  if (req.slba >= geo.num_blocks || req.nlb > geo.num_blocks - req.slba) return st::lba_out_of_range;
+  if (req.slba >= num_blocks || req.nlb > num_blocks - req.slba) return st::lba_out_of_range;
   if ((req.op == Op::read || req.op == Op::write) && req.buf == nullptr) return st::invalid_field;
   return st::success;
 }

@@ -29,14 +29,14 @@ unsigned TargetCore::apply_ana_config(AnaPort& port, const ListenerConfig& liste
 
 void TargetCore::queue_ana_events_locked(const std::vector<const AnaPort*>& ports,
                                          const std::vector<const Subsystem*>& subsystems,
-                                         std::vector<std::shared_ptr<Controller>>& notify) {
+                                         EventReleases& notify) {
   for (auto& [id, ctrl] : controllers_) {
     if (ctrl->discovery || ctrl->dead) continue;
     const bool port_changed = std::find(ports.begin(), ports.end(), ctrl->ana_port.get()) != ports.end();
     const bool sub_changed = std::find(subsystems.begin(), subsystems.end(), ctrl->subsys.get()) != subsystems.end();
     if (!port_changed && !sub_changed) continue;
     queue_event_locked(*ctrl, protocol::kAnaChangeEvent, kAenMaskAna, protocol::kAecAnaChange);
-    notify.push_back(ctrl);
+    notify.push_back(release_of_locked(ctrl));
   }
 }
 
@@ -88,7 +88,7 @@ Result<bool> TargetCore::set_ana_state(std::string_view listener, uint32_t group
   }
   auto ep = split_endpoint(listener);
   if (!ep) return make_error(fmt::format("'{}' is not ADDR:PORT", listener));
-  std::vector<std::shared_ptr<Controller>> notify;
+  EventReleases notify;
   bool changed = false;
   {
     std::lock_guard lock(mu_);
@@ -109,7 +109,7 @@ Result<bool> TargetCore::set_ana_state(std::string_view listener, uint32_t group
   }
   if (changed) {
     spdlog::info("ANA group {} on {} is now {}", group, listener, protocol::ana_state_name(state));
-    for (auto& ctrl : notify) post_deliver_events(ctrl);
+    for (auto& r : notify) post_deliver_events(r);
   }
   return changed;
 }

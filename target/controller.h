@@ -89,7 +89,15 @@ struct Controller {
   std::weak_ptr<CoreQueue> admin_queue;
   std::vector<std::weak_ptr<CoreQueue>> io_queue_table;  // index qid; [0] unused
   std::vector<transport::TargetRequest*> aer_requests;  // outstanding AERs (held on the admin queue)
-  std::deque<uint32_t> pending_events;                  // AER completion DW0 values
+  // Events for the AERs: DW0 values, each numbered when queued. An event is delivered only once released
+  // (released_seq >= its number): a reload releases its events after every reactor applied its new tables.
+  struct PendingEvent {
+    uint32_t dw0 = 0;
+    uint64_t seq = 0;
+  };
+  std::deque<PendingEvent> pending_events;
+  uint64_t event_seq = 0;
+  uint64_t released_seq = 0;
   uint32_t aen_masked = 0;
   std::vector<uint32_t> changed_namespaces;             // for LID 0x04
   bool changed_overflow = false;

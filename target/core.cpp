@@ -65,7 +65,7 @@ Result<std::unique_ptr<TargetCore>> TargetCore::create(const TargetConfig& confi
   if (reactors.empty()) return make_error("the target core needs at least one reactor");
   std::unique_ptr<TargetCore> core(new TargetCore(config, std::move(reactors), std::move(options)));
   for (const auto& sc : config.subsystems) {
-    auto sub = build_subsystem(sc, core->table_generation_);
+    auto sub = build_subsystem(sc, core->table_generation_, core->options_.on_namespace_resize);
     if (!sub) return tl::unexpected(sub.error());
     core->subsystems_.emplace(sc.nqn, std::move(*sub));
   }
@@ -366,23 +366,37 @@ void TargetCore::queue_event_locked(Controller& ctrl, uint32_t dw0, uint32_t mas
   if ((ctrl.aec & aec_bit) == 0) return;      // host did not ask for this event type
   if ((ctrl.aen_masked & mask_bit) != 0) return;  // already reported, log page not read yet
   ctrl.aen_masked |= mask_bit;
-  ctrl.pending_events.push_back(dw0);
+  ctrl.pending_events.push_back({dw0, ++ctrl.event_seq});
 }
 
-void TargetCore::post_deliver_events(const std::shared_ptr<Controller>& ctrl) {
-  std::weak_ptr<Controller> weak = ctrl;
-  ctrl->admin_reactor->post([this, weak] {
-    if (auto c = weak.lock()) deliver_events(*c);
+TargetCore::EventRelease TargetCore::release_of_locked(const std::shared_ptr<Controller>& ctrl) {
+  return {ctrl, ctrl->event_seq};
+}
+
+void TargetCore::post_deliver_events(const EventRelease& release) {
+  std::weak_ptr<Controller> weak = release.ctrl;
+  const uint64_t upto = release.upto;
+  release.ctrl->admin_reactor->post([this, weak, upto] {
+    auto c = weak.lock();
+    if (!c) return;
+    {
+      std::lock_guard lock(mu_);
+      c->released_seq = std::max(c->released_seq, upto);
+    }
+    deliver_events(*c);
   });
 }
 
+// An AER that arrives while a reload's event waits for its tables does not take that event early: only
+// released events go out.
 void TargetCore::deliver_events(Controller& ctrl) noexcept {
   std::vector<std::pair<TargetRequest*, uint32_t>> out;
   {
     std::lock_guard lock(mu_);
     if (ctrl.dead) return;
-    while (!ctrl.aer_requests.empty() && !ctrl.pending_events.empty()) {
-      out.emplace_back(ctrl.aer_requests.front(), ctrl.pending_events.front());
+    while (!ctrl.aer_requests.empty() && !ctrl.pending_events.empty() &&
+           ctrl.pending_events.front().seq <= ctrl.released_seq) {
+      out.emplace_back(ctrl.aer_requests.front(), ctrl.pending_events.front().dw0);
       ctrl.aer_requests.erase(ctrl.aer_requests.begin());
       ctrl.pending_events.pop_front();
     }
@@ -420,7 +434,7 @@ Result<ReloadSummary> TargetCore::reload(const TargetConfig& config) {
     plan.config = &sc;
     auto it = current.find(sc.nqn);
     if (it == current.end()) {
-      auto sub = build_subsystem(sc, gen);
+      auto sub = build_subsystem(sc, gen, options_.on_namespace_resize);
       if (!sub) return tl::unexpected(sub.error());
       plan.fresh = std::move(*sub);
     } else {
@@ -428,7 +442,7 @@ Result<ReloadSummary> TargetCore::reload(const TargetConfig& config) {
       for (const auto& nc : sc.namespaces) {
         const auto* existing = old.find(nc.nsid);
         if (existing != nullptr && (*existing)->same_config(nc)) continue;
-        auto ns = open_namespace(nc);
+        auto ns = open_namespace(nc, options_.on_namespace_resize);
         if (!ns) return make_error(fmt::format("subsystem {}: {}", sc.nqn, ns.error().message), ns.error().errno_value);
         plan.opened.push_back(std::move(*ns));
       }
@@ -438,8 +452,8 @@ Result<ReloadSummary> TargetCore::reload(const TargetConfig& config) {
 
   // 2. Apply under the lock; collect the messages to post.
   std::vector<std::function<void()>> after;
-  std::vector<std::shared_ptr<Controller>> notify;
-  std::vector<std::pair<std::shared_ptr<Subsystem>, std::shared_ptr<const NamespaceTable>>> tables;
+  EventReleases notify;
+  TableUpdates tables;
   {
     std::lock_guard lock(mu_);
     bool disc_changed = false;
@@ -527,24 +541,8 @@ Result<ReloadSummary> TargetCore::reload(const TargetConfig& config) {
           continue;
         }
         if (changed.empty()) continue;
-        for (uint32_t nsid : changed) {
-          if (ctrl->changed_overflow) break;
-          if (std::find(ctrl->changed_namespaces.begin(), ctrl->changed_namespaces.end(), nsid) !=
-              ctrl->changed_namespaces.end())
-            continue;
-          if (ctrl->changed_namespaces.size() == kMaxChangedNamespaces) {
-            ctrl->changed_overflow = true;
-            break;
-          }
-          ctrl->changed_namespaces.push_back(nsid);
-        }
-        queue_event_locked(*ctrl,
-                           protocol::async_event_result(
-                               protocol::AsyncEventType::notice,
-                               static_cast<uint8_t>(protocol::AsyncEventNotice::namespace_attribute_changed),
-                               static_cast<uint8_t>(protocol::LogPageId::changed_namespace_list)),
-                           kAenMaskNamespace, protocol::kAecNamespaceAttribute);
-        notify.push_back(ctrl);
+        note_changed_namespaces_locked(*ctrl, changed);
+        notify.push_back(release_of_locked(ctrl));
       }
     }
     // Subsystems no longer configured.
@@ -633,35 +631,113 @@ Result<ReloadSummary> TargetCore::reload(const TargetConfig& config) {
                                static_cast<uint8_t>(protocol::AsyncEventNotice::discovery_log_page_change),
                                static_cast<uint8_t>(protocol::LogPageId::discovery)),
                            kAenMaskDiscovery, protocol::kAecDiscoveryLogChange);
-        notify.push_back(ctrl);
+        notify.push_back(release_of_locked(ctrl));
       }
     }
   }
 
-  // 3. Messages: new tables to every reactor, and only once every reactor has applied them the events to
-  // the admin queues (a host told that a namespace is gone must not still reach it through an I/O queue
-  // on another reactor); closes at once.
-  auto deliver = [this, notify = std::make_shared<std::vector<std::shared_ptr<Controller>>>(std::move(notify))] {
-    for (auto& ctrl : *notify) post_deliver_events(ctrl);
+  // 3. Messages: the tables and events (publish_tables); closes at once.
+  publish_tables(tables, std::move(notify));
+  for (auto& fn : after) fn();
+  spdlog::info("configuration reloaded: {}", summary.describe());
+  return summary;
+}
+
+void TargetCore::note_changed_namespaces_locked(Controller& ctrl, const std::vector<uint32_t>& changed) {
+  for (uint32_t nsid : changed) {
+    if (ctrl.changed_overflow) break;
+    if (std::find(ctrl.changed_namespaces.begin(), ctrl.changed_namespaces.end(), nsid) !=
+        ctrl.changed_namespaces.end())
+      continue;
+    if (ctrl.changed_namespaces.size() == kMaxChangedNamespaces) {
+      ctrl.changed_overflow = true;
+      break;
+    }
+    ctrl.changed_namespaces.push_back(nsid);
+  }
+  queue_event_locked(ctrl,
+                     protocol::async_event_result(
+                         protocol::AsyncEventType::notice,
+                         static_cast<uint8_t>(protocol::AsyncEventNotice::namespace_attribute_changed),
+                         static_cast<uint8_t>(protocol::LogPageId::changed_namespace_list)),
+                     kAenMaskNamespace, protocol::kAecNamespaceAttribute);
+}
+
+void TargetCore::publish_tables(const TableUpdates& tables, EventReleases notify) {
+  auto deliver = [this, notify = std::make_shared<EventReleases>(std::move(notify))] {
+    for (auto& r : *notify) post_deliver_events(r);
   };
   const std::size_t updates = tables.size() * reactor_states_.size();
   if (updates == 0) {
     deliver();
-  } else {
-    auto remaining = std::make_shared<std::atomic<std::size_t>>(updates);
-    for (auto& [sub, table] : tables) {
-      for (auto& rs : reactor_states_) {
-        ReactorState* state = rs.get();
-        state->reactor().post([state, sub = sub, table = table, remaining, deliver] {
-          state->update(sub, table);
-          if (remaining->fetch_sub(1) == 1) deliver();
-        });
+    return;
+  }
+  auto remaining = std::make_shared<std::atomic<std::size_t>>(updates);
+  for (const auto& [sub, table] : tables) {
+    for (auto& rs : reactor_states_) {
+      ReactorState* state = rs.get();
+      state->reactor().post([state, sub = sub, table = table, remaining, deliver] {
+        state->update(sub, table);
+        if (remaining->fetch_sub(1) == 1) deliver();
+      });
+    }
+  }
+}
+
+unsigned TargetCore::refresh_namespace_sizes() {
+  // 1. Ask every backend, without the lock (librbd may wait on the cluster).
+  std::vector<std::pair<std::shared_ptr<Subsystem>, std::shared_ptr<const NamespaceTable>>> current;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [nqn, sub] : subsystems_) current.emplace_back(sub, sub->table);
+  }
+  std::map<const Namespace*, std::shared_ptr<Namespace>> resized;  // old -> new
+  for (const auto& [sub, table] : current) {
+    for (const auto& ns : table->namespaces) {
+      auto blocks = ns->backend->refresh_size();
+      if (!blocks) {
+        spdlog::warn("subsystem {}: namespace {}: {}", sub->nqn, ns->nsid, blocks.error().message);
+        continue;
+      }
+      if (*blocks == ns->geometry.num_blocks) continue;
+      spdlog::info("subsystem {}: namespace {} resized from {} to {} blocks of {} bytes", sub->nqn, ns->nsid,
+                   ns->geometry.num_blocks, *blocks, ns->geometry.block_size);
+      resized.emplace(ns.get(), resized_namespace(*ns, *blocks));
+    }
+  }
+  if (resized.empty()) return 0;
+
+  // 2. Publish, under the lock: the tables as they are now (a reload may have replaced a namespace meanwhile;
+  // then it was opened afresh and has its size already).
+  unsigned count = 0;
+  TableUpdates tables;
+  EventReleases notify;
+  {
+    std::lock_guard lock(mu_);
+    const uint64_t gen = ++table_generation_;
+    for (auto& [nqn, sub] : subsystems_) {
+      auto table = std::make_shared<NamespaceTable>(*sub->table);
+      std::vector<uint32_t> changed;
+      for (auto& ns : table->namespaces) {
+        auto it = resized.find(ns.get());
+        if (it == resized.end()) continue;
+        ns = it->second;
+        changed.push_back(ns->nsid);
+      }
+      if (changed.empty()) continue;
+      count += static_cast<unsigned>(changed.size());
+      table->generation = gen;
+      sub->table = table;
+      tables.emplace_back(sub, table);
+      for (auto& [id, ctrl] : controllers_) {
+        if (ctrl->discovery || ctrl->dead || ctrl->subsys != sub) continue;
+        note_changed_namespaces_locked(*ctrl, changed);
+        notify.push_back(release_of_locked(ctrl));
       }
     }
   }
-  for (auto& fn : after) fn();
-  spdlog::info("configuration reloaded: {}", summary.describe());
-  return summary;
+  publish_tables(tables, std::move(notify));
+  return count;
 }
 
 void TargetCore::shutdown(const char* reason) {

@@ -65,6 +65,9 @@ struct AuthFailureLimits {
 struct CoreOptions {
   std::string firmware_revision = "0.1.0";  // Identify FR and the firmware slot log, <= 8 characters
   AuthFailureLimits auth_failures;
+  // A backend's store may have been resized (rbd: the image header changed). Runs on a library thread and
+  // must only wake the control thread, which then calls refresh_namespace_sizes(). Empty: nobody listens.
+  std::function<void()> on_namespace_resize;
 };
 
 // What a reload changed (for the log line).
@@ -100,6 +103,12 @@ class TargetCore final : public transport::TargetQueueHandler {
   // controller of an NVM subsystem with a queue on a listener that became discovery-only is disconnected.
   // Queue limits and reactor count are not reloadable. On error nothing changed.
   Result<ReloadSummary> reload(const TargetConfig& config);
+
+  // Reads every namespace's size again (Backend::refresh_size; control thread, it may wait on the store)
+  // and publishes the namespaces whose size changed: Identify Namespace reports the new size, I/O is checked
+  // against it, and their controllers get a Namespace Attribute Changed event listing them (as nvmet does
+  // when a backing device grows). Returns how many changed.
+  unsigned refresh_namespace_sizes();
 
   // Closes every queue (each on its own reactor, by message). The transports then report them closed.
   void shutdown(const char* reason);
@@ -154,8 +163,25 @@ class TargetCore final : public transport::TargetQueueHandler {
   void teardown_locked(const std::shared_ptr<Controller>& ctrl, const char* reason,
                        std::vector<std::function<void()>>& after);
   void queue_event_locked(Controller& ctrl, uint32_t dw0, uint32_t mask_bit, uint32_t aec_bit);
-  void post_deliver_events(const std::shared_ptr<Controller>& ctrl);
+  // Events queued on `ctrl` up to `upto` (its event_seq then) may go out: delivered on its admin queue's
+  // thread. The list a change collects while it queues (EventReleases) is released this way once the change
+  // is in effect everywhere.
+  struct EventRelease {
+    std::shared_ptr<Controller> ctrl;
+    uint64_t upto = 0;
+  };
+  using EventReleases = std::vector<EventRelease>;
+  static EventRelease release_of_locked(const std::shared_ptr<Controller>& ctrl);
+  void post_deliver_events(const EventRelease& release);
   void deliver_events(Controller& ctrl) noexcept;  // on the admin queue's thread
+  // Adds `changed` (sorted NSIDs) to the controller's Changed Namespace List and queues the Namespace
+  // Attribute Changed event (mu_ held).
+  void note_changed_namespaces_locked(Controller& ctrl, const std::vector<uint32_t>& changed);
+  // New namespace tables to every reactor, and once every reactor has applied them the events of `notify`
+  // to their admin queues (a host told that a namespace changed must not still reach the old one through
+  // an I/O queue on another reactor). Without tables the events go at once.
+  using TableUpdates = std::vector<std::pair<std::shared_ptr<Subsystem>, std::shared_ptr<const NamespaceTable>>>;
+  void publish_tables(const TableUpdates& tables, EventReleases notify);
   // A free controller ID in [min, max], searching from `next` (advanced past it); 0 when all are taken.
   uint16_t allocate_cntlid_locked(uint16_t min, uint16_t max, uint16_t& next) noexcept;
   // ANA: the port (listener states) for a queue's local address; a listener's states from its config
@@ -164,7 +190,7 @@ class TargetCore final : public transport::TargetQueueHandler {
   std::shared_ptr<AnaPort> ana_port_locked(const transport::TransportAddress& local) const;
   static unsigned apply_ana_config(AnaPort& port, const ListenerConfig& listener) noexcept;
   void queue_ana_events_locked(const std::vector<const AnaPort*>& ports, const std::vector<const Subsystem*>& subsystems,
-                               std::vector<std::shared_ptr<Controller>>& notify);
+                               EventReleases& notify);
   std::vector<uint8_t> ana_log_locked(const Controller& ctrl, bool groups_only) const;
 
   // fabrics_commands.cpp

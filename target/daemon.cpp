@@ -4,6 +4,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
 #include <sys/resource.h>
 #include <sys/signalfd.h>
 #include <systemd/sd-daemon.h>
@@ -39,6 +40,24 @@ struct ReactorProbe {
   std::atomic<uint32_t> free_buffers{0};
 };
 
+// The eventfd a backend's library thread writes when its store may have been resized (CoreOptions::
+// on_namespace_resize); the control loop polls it. Shared with the callbacks, so that it stays open until
+// the last backend that could call is gone.
+struct ResizeSignal {
+  int fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  ~ResizeSignal() {
+    if (fd >= 0) ::close(fd);
+  }
+  void raise() const noexcept {
+    const uint64_t one = 1;
+    [[maybe_unused]] auto r = ::write(fd, &one, sizeof one);
+  }
+  void clear() const noexcept {
+    uint64_t v;
+    [[maybe_unused]] auto r = ::read(fd, &v, sizeof v);
+  }
+};
+
 struct Daemon::Impl {
   DaemonOptions options;
   TargetConfig config;
@@ -62,6 +81,7 @@ struct Daemon::Impl {
   std::vector<std::unique_ptr<transport::BufferPool>> pools;
   std::vector<std::unique_ptr<ReactorAdapter>> adapters;
   std::vector<std::thread> threads;
+  std::shared_ptr<ResizeSignal> resize = std::make_shared<ResizeSignal>();
   std::unique_ptr<TargetCore> core;
   // The TLS PSKs the listeners' server context looks up (a reload swaps the table).
   std::shared_ptr<TlsPskStore> tls_psks = std::make_shared<TlsPskStore>();
@@ -176,7 +196,10 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const TargetConfig& config, const 
   s.config_loaded_unix_ms = unix_ms_now();
   std::vector<CoreReactor*> core_reactors;
   for (auto& a : s.adapters) core_reactors.push_back(a.get());
-  auto core = TargetCore::create(config, core_reactors);
+  if (s.resize->fd < 0) return make_error(fmt::format("eventfd: {}", std::strerror(errno)));
+  CoreOptions core_options;
+  core_options.on_namespace_resize = [resize = s.resize] { resize->raise(); };
+  auto core = TargetCore::create(config, core_reactors, std::move(core_options));
   if (!core) return tl::unexpected(core.error());
   s.core = std::move(*core);
 
@@ -288,6 +311,9 @@ Result<std::string> Daemon::reload() {
   config->listeners = s.config.listeners;
   auto summary = s.core->reload(*config);
   if (!summary) return tl::unexpected(summary.error());
+  // A file or block device grown since it was opened (rbd images tell by themselves): like nvmet's
+  // revalidate_size, a reload is the moment to look.
+  s.core->refresh_namespace_sizes();
   s.tls_psks->update(*config);  // new handshakes use the new PSKs; connections up keep theirs
   for (const auto& warning : config->warnings) spdlog::warn("{}", warning);
   spdlog::info("reloaded {}: {}", s.options.config_path, summary->describe());
@@ -471,6 +497,7 @@ int Daemon::run() {
   for (;;) {
     fds.clear();
     fds.push_back({sfd, POLLIN, 0});
+    fds.push_back({s.resize->fd, POLLIN, 0});
     if (s.control) s.control->add_pollfds(fds);
     if (s.metrics) s.metrics->add_pollfds(fds);
     auto now = std::chrono::steady_clock::now();
@@ -505,6 +532,10 @@ int Daemon::run() {
         spdlog::info("rdmablk-target stopped");
         return 0;
       }
+    }
+    if (rc > 0 && (fds[1].revents & POLLIN) != 0) {
+      s.resize->clear();
+      s.core->refresh_namespace_sizes();
     }
     if (rc > 0) {
       if (s.control) s.control->handle(fds, now);

@@ -24,7 +24,8 @@ testing::BackendWrapper& backend_wrapper() {
 
 void testing::set_backend_wrapper(BackendWrapper wrap) { backend_wrapper() = std::move(wrap); }
 
-Result<std::shared_ptr<Namespace>> open_namespace(const NamespaceConfig& config) {
+Result<std::shared_ptr<Namespace>> open_namespace(const NamespaceConfig& config,
+                                                  const std::function<void()>& on_resize) {
   Result<std::unique_ptr<backend::Backend>> b = make_error("unknown backend kind");
   switch (config.backend) {
     case BackendKind::file:
@@ -50,7 +51,21 @@ Result<std::shared_ptr<Namespace>> open_namespace(const NamespaceConfig& config)
   ns->read_only = config.read_only || ns->geometry.caps.read_only;
   ns->lbads = static_cast<uint8_t>(std::countr_zero(ns->geometry.block_size));
   ns->ana_group.store(config.ana_group, std::memory_order_relaxed);
+  if (on_resize) ns->backend->watch_size(on_resize);
   return ns;
+}
+
+std::shared_ptr<Namespace> resized_namespace(const Namespace& ns, uint64_t num_blocks) {
+  auto out = std::make_shared<Namespace>();
+  out->nsid = ns.nsid;
+  out->config = ns.config;
+  out->backend = ns.backend;
+  out->geometry = ns.geometry;
+  out->geometry.num_blocks = num_blocks;
+  out->read_only = ns.read_only;
+  out->lbads = ns.lbads;
+  out->ana_group.store(ns.ana_group.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  return out;
 }
 
 const std::shared_ptr<Namespace>* NamespaceTable::find(uint32_t nsid) const noexcept {
@@ -106,7 +121,8 @@ std::map<std::string, std::string, std::less<>> tls_psk_sources_of(const Subsyst
   return out;
 }
 
-Result<std::shared_ptr<Subsystem>> build_subsystem(const SubsystemConfig& config, uint64_t generation) {
+Result<std::shared_ptr<Subsystem>> build_subsystem(const SubsystemConfig& config, uint64_t generation,
+                                                   const std::function<void()>& on_resize) {
   auto sub = std::make_shared<Subsystem>();
   sub->nqn = config.nqn;
   sub->serial = config.serial.empty() ? derive_serial(config.nqn) : config.serial;
@@ -122,7 +138,7 @@ Result<std::shared_ptr<Subsystem>> build_subsystem(const SubsystemConfig& config
   auto table = std::make_shared<NamespaceTable>();
   table->generation = generation;
   for (const auto& nc : config.namespaces) {
-    auto ns = open_namespace(nc);
+    auto ns = open_namespace(nc, on_resize);
     if (!ns) return make_error(fmt::format("subsystem {}: {}", config.nqn, ns.error().message), ns.error().errno_value);
     table->namespaces.push_back(std::move(*ns));
   }

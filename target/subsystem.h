@@ -41,8 +41,12 @@ struct Namespace {
   bool same_config(const NamespaceConfig& other) const noexcept;
 };
 
-// Opens the backend a namespace config describes.
-Result<std::shared_ptr<Namespace>> open_namespace(const NamespaceConfig& config);
+// Opens the backend a namespace config describes. `on_resize` (may be empty) is handed to the backend's
+// watch_size(): it runs on a library thread when the store may have been resized.
+Result<std::shared_ptr<Namespace>> open_namespace(const NamespaceConfig& config,
+                                                  const std::function<void()>& on_resize = {});
+// The same namespace (config, backend, ANA group) with another size: what a resize publishes.
+std::shared_ptr<Namespace> resized_namespace(const Namespace& ns, uint64_t num_blocks);
 
 namespace testing {
 // Test seam: every backend opened from now on is passed through `wrap` (e.g. to delay its completions).
@@ -102,7 +106,8 @@ struct Subsystem {
   std::shared_ptr<const HostAuth> auth_for(std::string_view hostnqn) const;
 };
 
-// Builds a subsystem (opening every namespace's backend) from its config.
-Result<std::shared_ptr<Subsystem>> build_subsystem(const SubsystemConfig& config, uint64_t generation);
+// Builds a subsystem (opening every namespace's backend, see open_namespace) from its config.
+Result<std::shared_ptr<Subsystem>> build_subsystem(const SubsystemConfig& config, uint64_t generation,
+                                                   const std::function<void()>& on_resize = {});
 
 }  // namespace rdmablk::target

@@ -105,6 +105,48 @@ TEST(FileBackendConfig, SizeNotAMultipleOfBlockSize) {
   EXPECT_NE(c.error().message.find("not a multiple"), std::string::npos) << c.error().message;
 }
 
+// A file sized by itself follows it (refresh_size, what a reload calls); a configured size stays.
+TEST(FileBackendConfig, RefreshSizeFollowsAGrownOrShrunkFile) {
+  TempDir dir;
+  const std::string path = dir.file("grow.img");
+  { std::ofstream(path).flush(); }
+  std::filesystem::resize_file(path, 1 << 20);
+  auto b = open_file_backend(opts(path, 0));
+  ASSERT_TRUE(b) << b.error().message;
+  const uint32_t bs = (*b)->geometry().block_size;
+  const uint64_t old_blocks = (1 << 20) / bs;
+  ASSERT_EQ((*b)->num_blocks(), old_blocks);
+  auto q = (*b)->open_queue({});
+  ASSERT_TRUE(q) << q.error().message;
+  AlignedBuf buf(bs);
+  fill_pattern(buf.get(), bs, 3);
+  EXPECT_TRUE(run(**q, rw(Op::write, old_blocks, 1, buf.get())).is(st::lba_out_of_range));
+
+  std::filesystem::resize_file(path, 2 << 20);
+  EXPECT_EQ((*b)->num_blocks(), old_blocks) << "the size changes only when refreshed";
+  auto r = (*b)->refresh_size();
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(*r, 2 * old_blocks);
+  EXPECT_EQ((*b)->num_blocks(), 2 * old_blocks);
+  EXPECT_EQ((*b)->geometry().num_blocks, old_blocks) << "the geometry is the size when opened";
+  EXPECT_TRUE(run(**q, rw(Op::write, old_blocks, 1, buf.get())).ok()) << "an open queue checks the new size";
+
+  std::filesystem::resize_file(path, (1 << 19) + 100);  // a partial block at the end is not served
+  r = (*b)->refresh_size();
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(*r, ((1 << 19) + 100) / bs);
+  EXPECT_TRUE(run(**q, rw(Op::read, *r, 1, buf.get())).is(st::lba_out_of_range));
+
+  // With a configured size the namespace keeps it, whatever the file does.
+  const std::string fixed = dir.file("fixed.img");
+  auto c = open_file_backend(opts(fixed, 1 << 20));
+  ASSERT_TRUE(c) << c.error().message;
+  std::filesystem::resize_file(fixed, 4 << 20);
+  r = (*c)->refresh_size();
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(*r, (1u << 20) / (*c)->geometry().block_size);
+}
+
 TEST(FileBackendConfig, NotAFileOrDevice) {
   TempDir dir;
   auto b = open_file_backend(opts(dir.path(), 0));

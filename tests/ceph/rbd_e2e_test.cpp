@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ceph/ceph_cluster.h"
+#include "protocol/command.h"
 #include "e2e_common.h"
 #include "target_process.h"
 
@@ -130,6 +131,58 @@ TEST(RbdE2e, ReloadAddsAnRbdNamespace) {
   r = read_blocks(*q, 1, 0, 512, got);  // the ram namespace is still there
   ASSERT_TRUE(r) << r.error().message;
   EXPECT_TRUE(r->get_status().ok());
+  EXPECT_TRUE(t.stop());
+}
+
+// `rbd resize` on another client: the target hears it through the image's header watch (no reload) and
+// announces it with a Namespace Attribute Changed event; Identify Namespace and the range checks follow,
+// growing and shrinking.
+TEST(RbdE2e, ImageResizeIsAnnouncedToHosts) {
+  CEPH_CLUSTER_OR_SKIP(cluster);
+  const std::string image = cluster->create_image("resize", "16M");
+  TargetProcess t;
+  ASSERT_TRUE(t.start(config_with_namespaces(rbd_namespace(*cluster, image))));
+  RecordingConnector rec;
+  auto opts = controller_options(t.io_port(), kSubnqn);
+  opts.connector = rec.connector();
+  RawCommand aer;  // outlives the controller
+  auto c = connect_or_fail(opts, t);
+  ASSERT_TRUE(c);
+  auto q = io_queue_or_fail(*c, 1);
+  ASSERT_TRUE(q);
+  auto size_bytes = [&]() -> uint64_t {
+    auto info = c->identify_namespace(1);
+    EXPECT_TRUE(info) << info.error().message;
+    return info ? info->size_blocks * info->block_size : 0;
+  };
+  ASSERT_EQ(size_bytes(), 16u << 20);
+  ASSERT_TRUE(request_namespace_events(*c, *rec.admin_queue, aer));
+
+  std::string out;
+  ASSERT_EQ(cluster->rbd("resize --size 24M rbd/" + image, &out), 0) << out;
+  std::vector<uint32_t> changed;
+  ASSERT_TRUE(wait_namespace_changed(*c, *rec.admin_queue, aer, 60s, &changed)) << t.log();
+  EXPECT_EQ(changed, (std::vector<uint32_t>{1}));
+  EXPECT_EQ(size_bytes(), 24u << 20);
+  std::vector<uint8_t> data = pattern(8192, 9), got(8192);
+  const uint64_t past_old_end = (16u << 20) / 512 + 64;
+  auto w = write_blocks(*q, 1, past_old_end, 512, data);
+  ASSERT_TRUE(w) << w.error().message;
+  auto r = read_blocks(*q, 1, past_old_end, 512, got);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_TRUE(got == data);
+
+  aer.done = false;
+  aer.cmd.sqe = rdmablk::protocol::make_async_event_request(0);
+  ASSERT_TRUE(rec.admin_queue->submit(aer.cmd).ok());
+  ASSERT_EQ(cluster->rbd("resize --allow-shrink --size 8M rbd/" + image, &out), 0) << out;
+  ASSERT_TRUE(wait_namespace_changed(*c, *rec.admin_queue, aer, 60s, &changed)) << t.log();
+  EXPECT_EQ(size_bytes(), 8u << 20);
+  auto refused = read_blocks(*q, 1, past_old_end, 512, got);
+  ASSERT_FALSE(refused) << "a read past the new end was accepted";
+  EXPECT_NE(refused.error().message.find("LBA Out of Range"), std::string::npos) << refused.error().message;
+  q->disconnect();
+  EXPECT_TRUE(c->shutdown());
   EXPECT_TRUE(t.stop());
 }
 

@@ -20,6 +20,8 @@
 #include <thread>
 
 #include "protocol/command.h"
+#include "protocol/completion.h"
+#include "protocol/log_pages.h"
 #include "transport/host_queue.h"
 
 namespace e2e {
@@ -374,6 +376,41 @@ rdmablk::initiator::QueueConnector RecordingConnector::connector() {
     if (q && o.qid == 0) admin_queue = q->get();
     return q;
   };
+}
+
+::testing::AssertionResult request_namespace_events(rdmablk::initiator::Controller& ctrl,
+                                                    rdmablk::transport::HostQueue& admin, RawCommand& aer) {
+  namespace p = rdmablk::protocol;
+  auto aec = ctrl.admin(p::to_sqe(p::make_set_features(0, p::FeatureId::async_event_configuration,
+                                                       p::kAecNamespaceAttribute)));
+  if (!aec) return ::testing::AssertionFailure() << "Set Features (AEC): " << aec.error().message;
+  aer.done = false;
+  aer.cmd.sqe = p::make_async_event_request(0);
+  if (!admin.submit(aer.cmd).ok()) return ::testing::AssertionFailure() << "the AER was not accepted";
+  return ::testing::AssertionSuccess();
+}
+
+::testing::AssertionResult wait_namespace_changed(rdmablk::initiator::Controller& ctrl,
+                                                  rdmablk::transport::HostQueue& admin, RawCommand& aer,
+                                                  std::chrono::milliseconds limit, std::vector<uint32_t>* changed) {
+  namespace p = rdmablk::protocol;
+  if (!aer.wait(admin, limit)) return ::testing::AssertionFailure() << "no asynchronous event";
+  if (!aer.cqe.get_status().ok()) return ::testing::AssertionFailure() << "the AER failed";
+  const uint32_t dw0 = aer.cqe.dw0.get();
+  if (p::async_event_type(dw0) != p::AsyncEventType::notice ||
+      p::async_event_info(dw0) != static_cast<uint8_t>(p::AsyncEventNotice::namespace_attribute_changed) ||
+      p::async_event_lid(dw0) != static_cast<uint8_t>(p::LogPageId::changed_namespace_list))
+    return ::testing::AssertionFailure() << "not a Namespace Attribute Changed notice: dw0 0x" << std::hex << dw0;
+  auto log = ctrl.get_log_page(p::LogPageId::changed_namespace_list, 0, 4096);
+  if (!log) return ::testing::AssertionFailure() << "Changed Namespace List: " << log.error().message;
+  changed->clear();
+  for (std::size_t off = 0; off + 4 <= log->size(); off += 4) {
+    uint32_t nsid = 0;
+    std::memcpy(&nsid, log->data() + off, 4);
+    if (nsid == 0) break;
+    changed->push_back(nsid);
+  }
+  return ::testing::AssertionSuccess();
 }
 
 rdmablk::initiator::HostIdentity host_identity(const std::string& hostnqn) {

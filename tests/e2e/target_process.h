@@ -154,6 +154,41 @@ struct RecordingConnector {
   rdmablk::initiator::QueueConnector connector();
 };
 
+// One command on a raw HostQueue (e.g. RecordingConnector::admin_queue), polled to completion.
+struct RawCommand {
+  rdmablk::transport::HostCommand cmd;
+  bool done = false;
+  rdmablk::protocol::Cqe cqe{};
+  static void on_complete(rdmablk::transport::HostCommand& c, const rdmablk::protocol::Cqe& cqe) noexcept {
+    auto* self = static_cast<RawCommand*>(c.context);
+    self->done = true;
+    self->cqe = cqe;
+  }
+  RawCommand() {
+    cmd.on_complete = &on_complete;
+    cmd.context = this;
+  }
+  // Polls `q` until this command completed or `limit` passed; false on timeout or connection loss.
+  bool wait(rdmablk::transport::HostQueue& q, std::chrono::milliseconds limit) {
+    auto deadline = std::chrono::steady_clock::now() + limit;
+    while (!done && std::chrono::steady_clock::now() < deadline) {
+      if (q.poll(1, std::chrono::milliseconds(20)) < 0) break;
+    }
+    return done;
+  }
+};
+
+// As the Linux host does: enable Namespace Attribute notices (Set Features, Asynchronous Event
+// Configuration), then hold an Asynchronous Event Request on `admin` (the RecordingConnector's queue of
+// `ctrl`). `aer` must outlive the controller (the queue may complete it while closing).
+::testing::AssertionResult request_namespace_events(rdmablk::initiator::Controller& ctrl,
+                                                    rdmablk::transport::HostQueue& admin, RawCommand& aer);
+// Waits for `aer` to complete as a Namespace Attribute Changed notice, then reads the Changed Namespace List
+// (which re-arms the event). Returns the NSIDs listed.
+::testing::AssertionResult wait_namespace_changed(rdmablk::initiator::Controller& ctrl,
+                                                  rdmablk::transport::HostQueue& admin, RawCommand& aer,
+                                                  std::chrono::milliseconds limit, std::vector<uint32_t>* changed);
+
 rdmablk::initiator::HostIdentity host_identity(const std::string& hostnqn);
 
 // KATO 120 s: a test that holds a controller without calling service() (no Keep Alive) while its other

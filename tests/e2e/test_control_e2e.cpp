@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <thread>
 
 #include "e2e_common.h"
@@ -24,30 +26,6 @@ using rdmablk::transport::HostCommand;
 namespace p = rdmablk::protocol;
 
 std::string describe(p::Status s) { return rdmablk::initiator::describe_status(s); }
-
-// One command on a raw HostQueue, polled to completion.
-struct RawCommand {
-  HostCommand cmd;
-  bool done = false;
-  p::Cqe cqe{};
-  static void on_complete(HostCommand& c, const p::Cqe& cqe) noexcept {
-    auto* self = static_cast<RawCommand*>(c.context);
-    self->done = true;
-    self->cqe = cqe;
-  }
-  RawCommand() {
-    cmd.on_complete = &on_complete;
-    cmd.context = this;
-  }
-  // Polls `q` until this command completed or `limit` passed; false on timeout or connection loss.
-  bool wait(rdmablk::transport::HostQueue& q, std::chrono::milliseconds limit) {
-    auto deadline = std::chrono::steady_clock::now() + limit;
-    while (!done && std::chrono::steady_clock::now() < deadline) {
-      if (q.poll(1, 20ms) < 0) break;
-    }
-    return done;
-  }
-};
 
 // The fabrics Connect of an admin queue, by hand, to see the exact status the target answers.
 p::Status raw_admin_connect(uint16_t port, const std::string& subnqn, const std::string& hostnqn) {
@@ -322,12 +300,7 @@ TEST(ControlE2e, ReloadAddingANamespaceRaisesAnEventAndTheHostSeesIt) {
   auto before = pattern(4096, 21);
   ASSERT_TRUE(write_blocks(*q, 1, 0, 512, before));
 
-  // As the Linux host does: enable namespace attribute notices, then keep an AER outstanding.
-  auto aec = ctrl->admin(p::to_sqe(p::make_set_features(0, p::FeatureId::async_event_configuration,
-                                                        p::kAecNamespaceAttribute)));
-  ASSERT_TRUE(aec) << aec.error().message;
-  aer.cmd.sqe = p::make_async_event_request(0);
-  ASSERT_TRUE(rec.admin_queue->submit(aer.cmd).ok());
+  ASSERT_TRUE(request_namespace_events(*ctrl, *rec.admin_queue, aer));
   // Commands still flow on the admin queue while the AER is held.
   ASSERT_TRUE(ctrl->identify_controller());
   EXPECT_FALSE(aer.done) << "AER completed before anything changed: dw0 " << aer.cqe.dw0.get();
@@ -387,6 +360,62 @@ TEST(ControlE2e, ReloadAddingANamespaceRaisesAnEventAndTheHostSeesIt) {
 
   q->disconnect();
   EXPECT_TRUE(ctrl->shutdown());
+}
+
+// A file namespace without a configured size is as large as its file: grown underneath, the next reload
+// (nvmet's revalidate_size) publishes the new size with a Namespace Attribute Changed event, and the blocks
+// past the old end serve I/O.
+TEST(ControlE2e, ReloadAnnouncesAGrownFile) {
+  constexpr uint64_t kOld = 8u << 20, kNew = 12u << 20;
+  const std::string ns2 = R"(      - nsid: 2
+        backend: file
+        path: ${DIR}/grow.img
+)";
+  TargetProcess t;
+  const auto file = t.dir() / "grow.img";
+  { std::ofstream(file).flush(); }
+  std::filesystem::resize_file(file, kOld);
+  ASSERT_TRUE(t.start(config_with_namespaces(std::string(kRamNamespace) + ns2)));
+
+  RecordingConnector rec;
+  auto opts = controller_options(t.io_port(), kSubnqn);
+  opts.connector = rec.connector();
+  RawCommand aer;  // outlives the controller
+  auto ctrl = connect_or_fail(opts, t);
+  ASSERT_TRUE(ctrl);
+  auto info = ctrl->identify_namespace(2);
+  ASSERT_TRUE(info) << info.error().message;
+  ASSERT_EQ(info->size_blocks * info->block_size, kOld);
+  auto q = io_queue_or_fail(*ctrl, 1);
+  ASSERT_TRUE(q);
+  std::vector<uint8_t> data = pattern(4096, 31), back(4096);
+  const uint64_t past_old_end = kOld / 512 + 100;
+  auto refused = write_blocks(*q, 2, past_old_end, 512, data);
+  ASSERT_FALSE(refused) << "a write past the end was accepted";
+  EXPECT_NE(refused.error().message.find("LBA Out of Range"), std::string::npos) << refused.error().message;
+  ASSERT_TRUE(request_namespace_events(*ctrl, *rec.admin_queue, aer));
+
+  // A reload with an unchanged file: no event.
+  ASSERT_TRUE(t.reload(config_with_namespaces(std::string(kRamNamespace) + ns2)));
+  ASSERT_TRUE(ctrl->identify_controller());  // a round trip after the reload's events would have been sent
+  EXPECT_FALSE(aer.done) << "an event although nothing changed: dw0 " << aer.cqe.dw0.get();
+
+  std::filesystem::resize_file(file, kNew);
+  ASSERT_TRUE(t.reload(config_with_namespaces(std::string(kRamNamespace) + ns2)));
+  std::vector<uint32_t> changed;
+  ASSERT_TRUE(wait_namespace_changed(*ctrl, *rec.admin_queue, aer, 30s, &changed)) << t.log();
+  EXPECT_EQ(changed, (std::vector<uint32_t>{2}));
+  info = ctrl->identify_namespace(2);
+  ASSERT_TRUE(info) << info.error().message;
+  EXPECT_EQ(info->size_blocks * info->block_size, kNew);
+  auto w = write_blocks(*q, 2, past_old_end, 512, data);
+  ASSERT_TRUE(w) << w.error().message;
+  ASSERT_TRUE(read_blocks(*q, 2, past_old_end, 512, back));
+  EXPECT_TRUE(back == data);
+  EXPECT_NE(t.log().find("namespace 2 resized from 16384 to 24576 blocks"), std::string::npos) << t.log();
+  q->disconnect();
+  EXPECT_TRUE(ctrl->shutdown());
+  EXPECT_TRUE(t.stop());
 }
 
 // A reload with a bad config changes nothing: the error is logged, hosts keep their namespaces and their

@@ -67,6 +67,23 @@ TEST_F(CoreEvents, NamespaceAddedByReloadCompletesTheAerAndIsUsable) {
   EXPECT_EQ(h.read(*io, 1, 0, 1, 512).data, pattern(512, 1));
 }
 
+// An AER that reaches the core after a reload queued its event but before every reactor applied the new
+// tables waits for them: the host must not learn of the change while an I/O queue can still reach the old
+// namespace set.
+TEST_F(CoreEvents, AerArrivingBeforeTheReactorsHaveTheNewTablesWaitsForThem) {
+  ASSERT_TRUE(h.set_feature(*admin, p::FeatureId::async_event_configuration, p::kAecNamespaceAttribute).status().ok());
+  auto r = h.core().reload(with_ns3());
+  ASSERT_TRUE(r) << r.error().message;
+  const uint16_t aer = h.next_cid();
+  admin->submit(p::make_async_event_request(aer));  // the table updates are still posted, not run
+  EXPECT_FALSE(admin->result(aer).has_value()) << "the event went out before the reactors had the new tables";
+  h.reactor.run();
+  auto ev = admin->result(aer);
+  ASSERT_TRUE(ev.has_value());
+  EXPECT_EQ(ev->dw0(), kNsChangedEvent);
+  EXPECT_EQ(changed_list(), std::vector<uint32_t>{3});
+}
+
 TEST_F(CoreEvents, EventsAreFoldedUntilTheLogIsRead) {
   ASSERT_TRUE(h.set_feature(*admin, p::FeatureId::async_event_configuration, p::kAecNamespaceAttribute).status().ok());
   const uint16_t aer1 = h.post_aer(*admin);
