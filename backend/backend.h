@@ -8,6 +8,7 @@
 
 #include <sys/uio.h>
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -167,7 +168,11 @@ struct RbdOptions {
 // A Ceph RBD image through librbd. One cluster connection per (ceph_conf, client, keyring) in the process,
 // shared by every namespace that names it; the image is opened once per backend and shared by its queues.
 // An unreachable cluster gives an error starting "cannot reach the Ceph cluster: ".
+// Destroying an rbd backend returns at once: the image is closed (cache flushed, lock released) on a
+// background thread, so that the reactor that dropped the last reference does not wait for the cluster.
 Result<std::unique_ptr<Backend>> open_rbd_backend(const RbdOptions& opts);
+// Waits until every rbd image whose backend was destroyed is closed (shutdown). False after `limit`.
+bool wait_for_rbd_closes(std::chrono::milliseconds limit);
 
 // The one errno -> NVMe status mapper (a negative errno, as io_uring reports it, is accepted too).
 // The table is in backend/errno_status.cpp. The second form knows the operation and reports media

@@ -24,6 +24,8 @@
 // - volatile_write_cache = the connection's rbd_cache setting (librbd's default: on).
 // - Errors (negative errno from librbd) map through status_from_errno(err, op).
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <rados/librados.h>
 #include <rbd/librbd.h>
 #include <spdlog/spdlog.h>
@@ -32,6 +34,9 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <condition_variable>
+#include <deque>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -39,6 +44,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -138,6 +144,71 @@ Result<std::shared_ptr<RadosCluster>> shared_cluster(const RbdOptions& o) {
   return c;
 }
 
+// --- closing images off the I/O path -----------------------------------------------------------------
+
+// Closing an image waits for the cluster (the cache's flush, the exclusive lock's release, the watch):
+// milliseconds on a healthy cluster, seconds up to the op timeout on one that is gone. The last reference
+// to a backend is often dropped on a reactor (a reload replaced its namespace table), which must not wait,
+// so images are closed by this one thread, in order. wait_for_rbd_closes() lets shutdown wait for them;
+// at exit the destructor finishes what is queued.
+class ImageCloser {
+ public:
+  static ImageCloser& instance() {
+    static ImageCloser closer;
+    return closer;
+  }
+  void add(std::function<void()> job) {
+    std::lock_guard lock(mu_);
+    if (!thread_.joinable()) {
+      // The thread must never take the daemon's signals (SIGTERM, SIGHUP go to its signalfd); the first
+      // close may come before the daemon blocks them (--check-config opens and drops images), so the thread
+      // starts with every signal blocked.
+      sigset_t all, old;
+      sigfillset(&all);
+      pthread_sigmask(SIG_SETMASK, &all, &old);
+      thread_ = std::thread([this] { run(); });
+      pthread_sigmask(SIG_SETMASK, &old, nullptr);
+    }
+    jobs_.push_back(std::move(job));
+    ++pending_;
+    cv_.notify_all();
+  }
+  bool wait_idle(std::chrono::milliseconds limit) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, limit, [this] { return pending_ == 0; });
+  }
+  ~ImageCloser() {
+    {
+      std::lock_guard lock(mu_);
+      stop_ = true;
+      cv_.notify_all();
+    }
+    if (thread_.joinable()) thread_.join();
+  }
+
+ private:
+  void run() {
+    std::unique_lock lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [this] { return stop_ || !jobs_.empty(); });
+      if (jobs_.empty()) return;  // stopping, nothing left
+      auto job = std::move(jobs_.front());
+      jobs_.pop_front();
+      lock.unlock();
+      job();  // may drop the last reference to the cluster connection: rados_shutdown here too
+      lock.lock();
+      --pending_;
+      cv_.notify_all();
+    }
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::function<void()>> jobs_;
+  std::size_t pending_ = 0;  // queued or running
+  bool stop_ = false;
+  std::thread thread_;
+};
+
 // --- backend and queue ----------------------------------------------------------------------------
 
 class RbdBackend;
@@ -160,10 +231,16 @@ class RbdBackend final : public Backend {
   RbdBackend(std::shared_ptr<RadosCluster> cluster, rados_ioctx_t io, rbd_image_t image, const Geometry& geo,
              std::string name)
       : cluster_(std::move(cluster)), io_(io), image_(image), geo_(geo), name_(std::move(name)), blocks_(geo.num_blocks) {}
+  // The close waits for the cluster, so it happens on the closer thread (see ImageCloser); the queues are
+  // gone by now (each waited for its own requests).
   ~RbdBackend() override {
-    if (watching_) rbd_update_unwatch(image_, watch_handle_);  // waits for a callback in progress
-    rbd_close(image_);  // waits for librbd's in-flight I/O
-    rados_ioctx_destroy(io_);
+    ImageCloser::instance().add([cluster = cluster_, io = io_, image = image_, watching = watching_,
+                                 handle = watch_handle_, name = name_] {
+      if (watching) rbd_update_unwatch(image, handle);  // waits for a callback in progress
+      const int rc = rbd_close(image);  // flushes the rbd cache, releases the exclusive lock
+      if (rc < 0) spdlog::warn("{}: close: {}", name, errstr(rc));
+      rados_ioctx_destroy(io);
+    });
   }
 
   const Geometry& geometry() const noexcept override { return geo_; }
@@ -444,5 +521,7 @@ Result<std::unique_ptr<Backend>> open_rbd_backend(const RbdOptions& o) {
                 (*cluster)->rbd_cache() ? "on" : "off");
   return std::unique_ptr<Backend>(std::make_unique<RbdBackend>(std::move(*cluster), io, image, geo, std::move(name)));
 }
+
+bool wait_for_rbd_closes(std::chrono::milliseconds limit) { return ImageCloser::instance().wait_idle(limit); }
 
 }  // namespace rdmablk::backend

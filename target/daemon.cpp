@@ -465,6 +465,9 @@ void Daemon::stop() {
   s.tcp_listeners.clear();
   s.rdma_listeners.clear();
   s.core.reset();
+  // rbd images are closed on a background thread (their rbd cache flushed): wait for that before exiting.
+  if (!backend::wait_for_rbd_closes(std::chrono::seconds(60)))
+    spdlog::warn("stopping before every rbd image was closed (the cluster does not answer)");
 }
 
 int Daemon::run() {
