@@ -352,7 +352,8 @@ std::vector<KernelMultipathDevice> multipath_devices(const std::vector<KernelCon
                                      n.ana_grpid});
     }
   }
-  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return head_order(a.name) < head_order(b.name); });
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return head_order(a.name) < head_order(b.name); });
   return out;
 }
 
