@@ -76,9 +76,43 @@ json controller_json(const KernelController& c) {
   j["cntlid"] = c.cntlid ? json(*c.cntlid) : json(nullptr);
   j["namespaces"] = json::array();
   for (const auto& n : c.namespaces) {
-    j["namespaces"].push_back({{"nsid", n.nsid}, {"device", n.block_device}, {"size_bytes", n.size_bytes}});
+    json ns{{"nsid", n.nsid}, {"device", n.block_device}, {"size_bytes", n.size_bytes}};
+    // Native multipath: the hidden path through this controller and the namespace's ANA state on it.
+    ns["path"] = n.path.empty() ? json(nullptr) : json(n.path);
+    ns["ana_state"] = n.ana_state.empty() ? json(nullptr) : json(n.ana_state);
+    ns["ana_grpid"] = n.ana_grpid ? json(*n.ana_grpid) : json(nullptr);
+    j["namespaces"].push_back(std::move(ns));
   }
   return j;
+}
+
+json multipath_json(const KernelMultipathDevice& d) {
+  json j{{"device", d.block_device}, {"name", d.name},           {"nsid", d.nsid},
+         {"size_bytes", d.size_bytes}, {"subsysnqn", d.subsysnqn}, {"paths", json::array()}};
+  for (const auto& p : d.paths) {
+    j["paths"].push_back({{"controller", p.controller},
+                          {"path", p.path},
+                          {"transport", p.transport},
+                          {"address", p.address},
+                          {"state", p.state},
+                          {"cntlid", p.cntlid ? json(*p.cntlid) : json(nullptr)},
+                          {"ana_state", p.ana_state.empty() ? json(nullptr) : json(p.ana_state)},
+                          {"ana_grpid", p.ana_grpid ? json(*p.ana_grpid) : json(nullptr)}});
+  }
+  return j;
+}
+
+// A multipath head and its paths, as `nvme list-subsys DEVICE` shows them (controller, transport, address,
+// controller state, ANA state), one path a line.
+std::string multipath_lines(const KernelMultipathDevice& d) {
+  std::string out = fmt::format("{} nsid {} {} {}, {} path{}\n", d.block_device, d.nsid, human_bytes(d.size_bytes),
+                                d.subsysnqn, d.paths.size(), d.paths.size() == 1 ? "" : "s");
+  for (const auto& p : d.paths) {
+    out += fmt::format("  {} {} {} {}{}{}\n", p.controller, p.transport, p.address, p.state,
+                       p.ana_state.empty() ? "" : " " + p.ana_state,
+                       p.cntlid ? fmt::format(" (cntlid {})", *p.cntlid) : "");
+  }
+  return out;
 }
 
 json attachment_json(const AttachmentRecord& a) {
@@ -191,6 +225,8 @@ int run_list(const CliEnv& env, const std::string& format, bool include_pcie) {
   if (format == "json") {
     json j{{"controllers", json::array()}, {"ublk", json::array()}};
     for (const auto& c : ctrls) j["controllers"].push_back(controller_json(c));
+    j["multipath"] = json::array();
+    for (const auto& d : multipath_devices(ctrls)) j["multipath"].push_back(multipath_json(d));
     for (const auto& a : ublk) j["ublk"].push_back(attachment_json(a));
     *env.out << j.dump(2) << "\n";
     return 0;
@@ -204,6 +240,10 @@ int run_list(const CliEnv& env, const std::string& format, bool include_pcie) {
     *env.out << fmt::format("{} {} {} {} {}{}\n", c.name, c.transport, c.address, c.state, c.subsysnqn,
                             c.cntlid ? fmt::format(" (cntlid {})", *c.cntlid) : "");
     *env.out << namespace_lines(c, "  ");
+  }
+  if (auto heads = multipath_devices(ctrls); !heads.empty()) {
+    *env.out << "Kernel NVMe-oF multipath devices:\n";
+    for (const auto& d : heads) *env.out << multipath_lines(d);
   }
   if (!ublk.empty()) *env.out << "Userspace (ublk) attachments:\n";
   for (const auto& a : ublk) {

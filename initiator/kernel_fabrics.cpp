@@ -13,6 +13,7 @@
 #include <regex>
 #include <set>
 #include <thread>
+#include <utility>
 
 #include "initiator/controller.h"
 #include "protocol/fabrics.h"
@@ -79,6 +80,20 @@ KernelNamespace read_namespace(const fs::path& dir, std::string name, const Kern
   return ns;
 }
 
+// The ANA attributes the kernel shows on a path (or a plain disk) of a controller that uses ANA
+// (drivers/nvme/host/sysfs.c: ana_grpid, ana_state; hidden when the controller has no ANA).
+void read_ana(const fs::path& dir, KernelNamespace& ns) {
+  ns.ana_state = read_attr(dir / "ana_state");
+  ns.ana_grpid = parse_number<uint32_t>(read_attr(dir / "ana_grpid"));
+}
+
+// nvme2n1 -> (2, 1) for sorting heads by subsystem, then head instance; (max, max) when unparsable.
+std::pair<unsigned, unsigned> head_order(const std::string& name) {
+  std::smatch m;
+  if (!std::regex_match(name, m, kNamespaceName)) return {~0u, ~0u};
+  return {parse_number<unsigned>(m[1].str()).value_or(~0u), parse_number<unsigned>(m[3].str()).value_or(~0u)};
+}
+
 // The namespaces of a controller directory. Without native multipath the disks nvmeXnY are children of
 // the controller. With it the controller has hidden paths nvmeKcZnY, and the disk users see is the head
 // nvmeKnY, a child of the subsystem device under sysfs_subsys.
@@ -91,13 +106,17 @@ std::vector<KernelNamespace> scan_namespaces(const fs::path& ctrl_dir, const Ker
     std::smatch m;
     if (!std::regex_match(n, m, kNamespaceName)) continue;
     if (!m[2].matched) {
-      if (seen.insert(n).second) out.push_back(read_namespace(e.path(), n, paths));
+      if (!seen.insert(n).second) continue;
+      out.push_back(read_namespace(e.path(), n, paths));
+      read_ana(e.path(), out.back());
       continue;
     }
     std::string head = fmt::format("nvme{}n{}", m[1].str(), m[3].str());
     if (!seen.insert(head).second) continue;
     fs::path head_dir = fs::path(paths.sysfs_subsys) / fmt::format("nvme-subsys{}", m[1].str()) / head;
     out.push_back(read_namespace(fs::exists(head_dir, ec) ? head_dir : e.path(), head, paths));
+    out.back().path = n;
+    read_ana(e.path(), out.back());  // per path: the head has no ANA state of its own
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.nsid < b.nsid; });
   return out;
@@ -316,6 +335,25 @@ std::vector<KernelController> list_controllers(const KernelFabricsPaths& paths, 
     out.push_back(std::move(*c));
   }
   std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.instance < b.instance; });
+  return out;
+}
+
+std::vector<KernelMultipathDevice> multipath_devices(const std::vector<KernelController>& controllers) {
+  std::vector<KernelMultipathDevice> out;
+  for (const auto& c : controllers) {
+    for (const auto& n : c.namespaces) {
+      if (n.path.empty()) continue;
+      auto it = std::find_if(out.begin(), out.end(), [&](const auto& d) { return d.name == n.name; });
+      if (it == out.end()) {
+        out.push_back(KernelMultipathDevice{n.name, n.block_device, n.nsid, n.size_bytes, c.subsysnqn, {}});
+        it = out.end() - 1;
+      }
+      it->paths.push_back(KernelPath{c.name, n.path, c.transport, c.address, c.state, c.cntlid, n.ana_state,
+                                     n.ana_grpid});
+    }
+  }
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return head_order(a.name) < head_order(b.name); });
   return out;
 }
 

@@ -73,6 +73,12 @@ struct KernelNamespace {
   std::string block_device;  // dev_dir/name
   uint64_t size_bytes = 0;   // sysfs `size` (512-byte sectors) * 512
   bool node_present = false; // the device node exists under dev_dir
+  // Native multipath: this controller's hidden path to the head `name` (nvme2c4n1); empty for a plain disk.
+  std::string path;
+  // ANA as the kernel sees it on this path (sysfs ana_state: optimized, non-optimized, inaccessible,
+  // persistent-loss, change) and the namespace's ANA group; empty / absent when the controller has no ANA.
+  std::string ana_state;
+  std::optional<uint32_t> ana_grpid;
 };
 
 struct KernelController {
@@ -89,6 +95,32 @@ struct KernelController {
   std::string serial;
   std::vector<KernelNamespace> namespaces;  // sorted by nsid
 };
+
+// One path of a native-multipath device: the controller it goes through and the namespace's ANA state there.
+struct KernelPath {
+  std::string controller;  // nvme4
+  std::string path;        // nvme2c4n1
+  std::string transport;
+  std::string address;
+  std::string state;  // the controller's: live, connecting, resetting, ...
+  std::optional<unsigned> cntlid;
+  std::string ana_state;
+  std::optional<uint32_t> ana_grpid;
+};
+
+// A native-multipath head (/dev/nvmeKnY, what users open) and its paths, one per controller.
+struct KernelMultipathDevice {
+  std::string name;          // nvme2n1
+  std::string block_device;  // dev_dir/name
+  uint32_t nsid = 0;
+  uint64_t size_bytes = 0;
+  std::string subsysnqn;
+  std::vector<KernelPath> paths;  // in the order of `controllers` (by instance)
+};
+
+// Groups the multipath namespaces of `controllers` (those with a hidden path) by head, sorted by head name
+// (subsystem instance, then head instance); plain disks are left out.
+std::vector<KernelMultipathDevice> multipath_devices(const std::vector<KernelController>& controllers);
 
 // One key of a sysfs `address` ("traddr=..,trsvcid=..,src_addr=.."); empty when absent.
 std::string address_field(std::string_view address, std::string_view key);

@@ -82,12 +82,18 @@ class FakeKernel {
     if (node) put(fs::path(paths.dev_dir) / disk, "");
   }
   // Native multipath: the controller has the hidden path nvmeKcCnY, the head nvmeKnY is in the subsystem.
+  // With ana_state, the path also has the kernel's ANA attributes (drivers/nvme/host/sysfs.c prints both
+  // with a newline; the head has neither).
   void add_multipath_ns(const std::string& ctrl, unsigned subsys, unsigned ctrl_instance, unsigned head,
-                        uint32_t nsid, uint64_t sectors) {
+                        uint32_t nsid, uint64_t sectors, const std::string& ana_state = "", unsigned ana_grpid = 1) {
     auto path = ctrl_dir(ctrl) / ("nvme" + std::to_string(subsys) + "c" + std::to_string(ctrl_instance) + "n" +
                                   std::to_string(head));
     put(path / "nsid", std::to_string(nsid) + "\n");
     put(path / "size", "0\n");  // hidden paths are not sized for users: the head must be read
+    if (!ana_state.empty()) {
+      put(path / "ana_state", ana_state + "\n");
+      put(path / "ana_grpid", std::to_string(ana_grpid) + "\n");
+    }
     std::string head_name = "nvme" + std::to_string(subsys) + "n" + std::to_string(head);
     auto h = fs::path(paths.sysfs_subsys) / ("nvme-subsys" + std::to_string(subsys)) / head_name;
     put(h / "nsid", std::to_string(nsid) + "\n");
@@ -409,6 +415,67 @@ TEST(KernelFabricsSysfs, NativeMultipathReportsTheHeadDisk) {
   }
 }
 
+TEST(KernelFabricsSysfs, MultipathDevicesGroupPathsWithTheirAnaStates) {
+  FakeKernel k;
+  // Subsystem 10 through nvme1 (A, optimized) and nvme3 (B, its controller reconnecting, non-optimized);
+  // subsystem 2 through nvme2 alone (a head with one path, ANA group 7); nvme0 a plain disk (no multipath).
+  k.add_controller("nvme3", "tcp", "traddr=10.0.0.2,trsvcid=4421", kNqn, 1000, "connecting");
+  k.add_controller("nvme1", "tcp", "traddr=10.0.0.1,trsvcid=4420", kNqn, 1);
+  k.add_controller("nvme2", "rdma", "traddr=10.0.0.9,trsvcid=4420", "nqn.2024-11.io.rdmablk:other", 5);
+  k.add_controller("nvme0", "tcp", "traddr=10.0.0.8,trsvcid=4420", "nqn.2024-11.io.rdmablk:plain", 9);
+  k.add_multipath_ns("nvme1", 10, 1, 1, 1, 2048, "optimized");
+  k.add_multipath_ns("nvme3", 10, 3, 1, 1, 2048, "non-optimized");
+  k.add_multipath_ns("nvme2", 2, 2, 4, 3, 4096, "inaccessible", 7);
+  k.add_disk("nvme0", "nvme0n1", 1, 100);
+  auto ctrls = list_controllers(k.paths);
+  ASSERT_EQ(ctrls.size(), 4u);
+  ASSERT_EQ(ctrls[1].name, "nvme1");
+  ASSERT_EQ(ctrls[1].namespaces.size(), 1u);
+  EXPECT_EQ(ctrls[1].namespaces[0].path, "nvme10c1n1");
+  EXPECT_EQ(ctrls[1].namespaces[0].ana_state, "optimized");
+  EXPECT_EQ(ctrls[1].namespaces[0].ana_grpid, 1u);
+  EXPECT_TRUE(ctrls[0].namespaces[0].path.empty()) << "a plain disk is no path";
+  EXPECT_TRUE(ctrls[0].namespaces[0].ana_state.empty());
+  EXPECT_FALSE(ctrls[0].namespaces[0].ana_grpid);
+
+  auto heads = multipath_devices(ctrls);
+  ASSERT_EQ(heads.size(), 2u) << "nvme0n1 is not a multipath head";
+  // Numeric order: subsystem 2 before subsystem 10 (a string sort would put nvme10n1 first).
+  EXPECT_EQ(heads[0].name, "nvme2n4");
+  EXPECT_EQ(heads[0].nsid, 3u);
+  ASSERT_EQ(heads[0].paths.size(), 1u);
+  EXPECT_EQ(heads[0].paths[0].controller, "nvme2");
+  EXPECT_EQ(heads[0].paths[0].ana_state, "inaccessible");
+  EXPECT_EQ(heads[0].paths[0].ana_grpid, 7u);
+  const auto& d = heads[1];
+  EXPECT_EQ(d.name, "nvme10n1");
+  EXPECT_EQ(d.block_device, k.paths.dev_dir + "/nvme10n1");
+  EXPECT_EQ(d.subsysnqn, kNqn);
+  EXPECT_EQ(d.size_bytes, 2048ull * 512);
+  ASSERT_EQ(d.paths.size(), 2u);
+  EXPECT_EQ(d.paths[0].controller, "nvme1");  // by controller instance
+  EXPECT_EQ(d.paths[0].path, "nvme10c1n1");
+  EXPECT_EQ(d.paths[0].state, "live");
+  EXPECT_EQ(d.paths[0].ana_state, "optimized");
+  EXPECT_EQ(d.paths[0].cntlid, 1u);
+  EXPECT_EQ(d.paths[1].controller, "nvme3");
+  EXPECT_EQ(d.paths[1].address, "traddr=10.0.0.2,trsvcid=4421");
+  EXPECT_EQ(d.paths[1].state, "connecting");
+  EXPECT_EQ(d.paths[1].ana_state, "non-optimized");
+  EXPECT_EQ(d.paths[1].cntlid, 1000u);
+}
+
+TEST(KernelFabricsSysfs, MultipathWithoutAnaHasNoAnaState) {
+  FakeKernel k;
+  k.add_controller("nvme0", "tcp", "traddr=10.0.0.1,trsvcid=4420", kNqn, 1);
+  k.add_multipath_ns("nvme0", 0, 0, 1, 1, 2048);  // no ana_state / ana_grpid files
+  auto heads = multipath_devices(list_controllers(k.paths));
+  ASSERT_EQ(heads.size(), 1u);
+  ASSERT_EQ(heads[0].paths.size(), 1u);
+  EXPECT_TRUE(heads[0].paths[0].ana_state.empty());
+  EXPECT_FALSE(heads[0].paths[0].ana_grpid);
+}
+
 TEST(KernelFabricsSysfs, AddressFields) {
   EXPECT_EQ(address_field("traddr=10.0.0.1,trsvcid=4420,src_addr=10.0.0.9", "trsvcid"), "4420");
   EXPECT_EQ(address_field("traddr=10.0.0.1,trsvcid=4420,src_addr=10.0.0.9", "traddr"), "10.0.0.1");
@@ -556,6 +623,49 @@ TEST(KernelFabricsCli, ListShowsControllersAndUblkAttachments) {
   EXPECT_EQ(j["controllers"][0]["namespaces"][0]["size_bytes"], 2097152ull * 512);
   EXPECT_EQ(j["ublk"][0]["device"], "/dev/ublkb3");
   EXPECT_EQ(j["ublk"][0]["nsid"], 2);
+}
+
+TEST(KernelFabricsCli, ListGroupsMultipathPathsWithAnaStates) {
+  FakeKernel k;
+  RunDir run;
+  k.add_controller("nvme0", "tcp", "traddr=10.0.2.2,trsvcid=4420,src_addr=10.0.2.15", kNqn, 1);
+  k.add_controller("nvme1", "tcp", "traddr=10.0.2.2,trsvcid=4421,src_addr=10.0.2.15", kNqn, 1000, "connecting");
+  k.add_multipath_ns("nvme0", 0, 0, 1, 1, 524288, "optimized");
+  k.add_multipath_ns("nvme1", 0, 1, 1, 1, 524288, "non-optimized");
+  auto r = run_cli(k, {"list"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  const std::string dev = k.paths.dev_dir + "/nvme0n1";
+  // The controller lines stay as they were (scripts match them); the heads follow, with each path's state.
+  EXPECT_EQ(r.out, "Kernel NVMe-oF controllers:\n"
+                   "nvme0 tcp traddr=10.0.2.2,trsvcid=4420,src_addr=10.0.2.15 live nqn.2024-11.io.rdmablk:vol0 (cntlid 1)\n"
+                   "  " + dev + " nsid 1 268.44 MB\n"
+                   "nvme1 tcp traddr=10.0.2.2,trsvcid=4421,src_addr=10.0.2.15 connecting nqn.2024-11.io.rdmablk:vol0 (cntlid 1000)\n"
+                   "  " + dev + " nsid 1 268.44 MB\n"
+                   "Kernel NVMe-oF multipath devices:\n" +
+                   dev + " nsid 1 268.44 MB nqn.2024-11.io.rdmablk:vol0, 2 paths\n"
+                   "  nvme0 tcp traddr=10.0.2.2,trsvcid=4420,src_addr=10.0.2.15 live optimized (cntlid 1)\n"
+                   "  nvme1 tcp traddr=10.0.2.2,trsvcid=4421,src_addr=10.0.2.15 connecting non-optimized (cntlid 1000)\n");
+  r = run_cli(k, {"list", "-o", "json"});
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["controllers"][0]["namespaces"][0]["path"], "nvme0c0n1");
+  EXPECT_EQ(j["controllers"][1]["namespaces"][0]["ana_state"], "non-optimized");
+  EXPECT_EQ(j["controllers"][1]["namespaces"][0]["ana_grpid"], 1);
+  ASSERT_EQ(j["multipath"].size(), 1u);
+  const auto& m = j["multipath"][0];
+  EXPECT_EQ(m["device"], dev);
+  EXPECT_EQ(m["nsid"], 1);
+  EXPECT_EQ(m["subsysnqn"], kNqn);
+  ASSERT_EQ(m["paths"].size(), 2u);
+  EXPECT_EQ(m["paths"][0]["controller"], "nvme0");
+  EXPECT_EQ(m["paths"][0]["path"], "nvme0c0n1");
+  EXPECT_EQ(m["paths"][0]["state"], "live");
+  EXPECT_EQ(m["paths"][0]["ana_state"], "optimized");
+  EXPECT_EQ(m["paths"][1]["controller"], "nvme1");
+  EXPECT_EQ(m["paths"][1]["state"], "connecting");
+  EXPECT_EQ(m["paths"][1]["ana_state"], "non-optimized");
+  EXPECT_EQ(m["paths"][1]["cntlid"], 1000);
+  EXPECT_EQ(m["paths"][1]["transport"], "tcp");
 }
 
 TEST(KernelFabricsCli, DisconnectWithoutMatchOrArguments) {
