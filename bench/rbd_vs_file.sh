@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # 4k randread / randwrite QD32 through rdmablk-target (NVMe/TCP on 127.0.0.1, `rdmablk bench`) against an
-# rbd namespace and a file namespace of the same target in the same run; prints IOPS and rbd/file ratios.
+# rbd namespace (librbd's cache on, its default), an rbd namespace with `rbd cache = false` (what the README's
+# Ceph gateway section recommends for multipath) and a file namespace of the same target in the same run;
+# prints IOPS and rbd/file ratios.
 #
 #   bench/rbd_vs_file.sh BUILD_DIR [RUNTIME_S=10] [TARGET_CPU=1] [CLIENT_CPU=0]
 #
@@ -32,6 +34,9 @@ t0=$(date +%s.%N)
 CONF=$("$SRC/tests/ceph/ceph-cluster" start "$W/ceph" 2>/dev/null) || { rc=$?; [ $rc = 77 ] && echo "SKIP: no ceph" && exit 77; exit $rc; }
 echo "cluster started in $(awk -v a="$(date +%s.%N)" -v b="$t0" 'BEGIN{printf "%.1f", a-b}') s"
 rbd -c "$CONF" -n client.admin create --size 256M rbd/bench
+rbd -c "$CONF" -n client.admin create --size 256M --image-feature layering rbd/bench-nocache
+# The same cluster through a conf with the cache off (its own cluster connection in the target).
+sed 's/^\[global\]$/[global]\nrbd cache = false/' "$CONF" > "$W/nocache.conf"
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 cat > "$W/target.yaml" <<EOF
 listeners: [{transport: tcp, address: 127.0.0.1, port: $PORT}]
@@ -42,6 +47,7 @@ subsystems:
     namespaces:
       - {nsid: 1, backend: file, path: $W/file.img, size: 256MiB, direct: true}
       - {nsid: 2, backend: rbd, pool: rbd, image: bench, ceph_conf: $CONF, client: rdmablk}
+      - {nsid: 3, backend: rbd, pool: rbd, image: bench-nocache, ceph_conf: $W/nocache.conf, client: rdmablk}
 EOF
 taskset -c "$TCPU" "$TARGET" --config "$W/target.yaml" > "$W/target.log" 2>&1 &
 TPID=$!
@@ -56,15 +62,16 @@ bench() {
     --output-format=json > "$W/out.json"
   python3 -c 'import json,sys; j=json.load(open(sys.argv[1]))["jobs"][0]; print(round(j["read"]["iops"]+j["write"]["iops"]))' "$W/out.json"
 }
-for ns in 1 2; do bench $ns write 128k 16 "size=256m\n" > /dev/null; done
+for ns in 1 2 3; do bench $ns write 128k 16 "size=256m\n" > /dev/null; done
 declare -A iops
 for rw in randread randwrite; do
-  for ns in 1 2; do
+  for ns in 1 2 3; do
     iops[$rw.$ns]=$(bench $ns $rw 4k 32 "runtime=$RUNTIME\nramp_time=2\ntime_based=1\n")
   done
 done
-printf "%-22s %10s %10s %8s\n" case file rbd rbd/file
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", a/b}'; }
+printf "%-22s %10s %10s %8s %14s %8s\n" case file rbd rbd/file "rbd cache off" ratio
 for rw in randread randwrite; do
-  printf "%-22s %10s %10s %8s\n" "4k $rw QD32" "${iops[$rw.1]}" "${iops[$rw.2]}" \
-    "$(awk -v a="${iops[$rw.2]}" -v b="${iops[$rw.1]}" 'BEGIN{printf "%.2f", a/b}')"
+  printf "%-22s %10s %10s %8s %14s %8s\n" "4k $rw QD32" "${iops[$rw.1]}" "${iops[$rw.2]}" \
+    "$(ratio "${iops[$rw.2]}" "${iops[$rw.1]}")" "${iops[$rw.3]}" "$(ratio "${iops[$rw.3]}" "${iops[$rw.1]}")"
 done
