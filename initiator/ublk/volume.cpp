@@ -61,6 +61,13 @@ class Supervisor {
   bool wait_released(int path);  // false: a queue still holds a connection of `path` after 30 s
   bool switch_to(std::size_t i, const char* why);
   void service_paths();
+  // Keep-alive (and AER reaping) on every live path, between steps that block this thread.
+  void keep_alive_all() noexcept {
+    for (auto& p : paths_) {
+      if (p.connection == PathConnection::live && p.ctrl) p.ctrl->service();
+    }
+  }
+  void steer();
   void update_state(Clock::time_point now);
   std::vector<PathStatus> statuses() const;
   std::string label(std::size_t i) const { return transport::to_uri(paths_[i].address); }
@@ -99,6 +106,12 @@ Result<std::unique_ptr<Controller>> Supervisor::connect_controller(std::size_t p
   ControllerOptions co = o_.controller;
   co.address = paths_[path].address;
   co.io_queues = want_queues;
+  if (paths_.size() > 1 && started_ && co.kato_ms != 0) {
+    // This thread keeps the other paths' keep-alives going: a reconnect attempt to a host that does not
+    // answer must not block it for longer than half a KATO (their targets would drop them).
+    co.connect_timeout = std::min(co.connect_timeout,
+                                  std::max(std::chrono::milliseconds(1000), std::chrono::milliseconds(co.kato_ms / 2)));
+  }
   auto ctrl = Controller::connect(co);
   if (!ctrl) return tl::unexpected(ctrl.error());
   if ((*ctrl)->find_namespace(o_.nsid) == nullptr) {
@@ -382,6 +395,7 @@ bool Supervisor::wait_released(int path) {
     (void)::poll(&p, 1, 100);
     uint64_t v = 0;
     (void)!::read(efd_, &v, sizeof(v));
+    keep_alive_all();
   }
   return true;
 }
@@ -414,6 +428,7 @@ void Supervisor::path_lost(std::size_t i, const std::string& why) {
 bool Supervisor::switch_to(std::size_t i, const char* why) {
   Path& p = paths_[i];
   auto ios = connect_io_queues(*p.ctrl, vol_.queues);
+  keep_alive_all();
   if (!ios) {
     // The controller is alive (keep-alive decides that); the target may still be tearing down queues
     // of the same IDs from before. Try again shortly.
@@ -500,11 +515,29 @@ void Supervisor::update_state(Clock::time_point now) {
   publish(state_);
 }
 
+// Where I/O should go now: switch when another path is better, resume after a path error when the path
+// in use is still the one to use.
+void Supervisor::steer() {
+  const auto want = choose_path(statuses(), active_);
+  if (want && want != active_ && Clock::now() >= paths_[*want].switch_retry) {
+    const char* why = !active_                                                   ? ""
+                      : paths_[*active_].ana && !ana_usable(*paths_[*active_].ana) ? "the path in use is not usable"
+                                                                                   : "a better path is back";
+    (void)switch_to(*want, why);
+  } else if (want && want == active_ && paused_) {
+    for (auto& q : queues_) q->resume();  // e.g. a transition ended on the same path
+    paused_ = false;
+  }
+}
+
 void Supervisor::supervise(int stop_fd) {
   stop_fd_ = stop_fd;
   for (;;) {
     auto now = Clock::now();
-    int timeout_ms = 1000;  // keep-alive granularity (KATO is seconds)
+    // Keep Alive goes out every KATO/2 from this loop; waking each KATO/4 keeps the gap between two
+    // well under the KATO the target checks (it drops a controller silent for a whole KATO).
+    int timeout_ms =
+        o_.controller.kato_ms ? static_cast<int>(std::clamp<uint32_t>(o_.controller.kato_ms / 4, 100, 1000)) : 1000;
     for (const auto& p : paths_) {
       if (!p.policy.down() || p.connection == PathConnection::failed) continue;
       auto until = std::chrono::duration_cast<std::chrono::milliseconds>(p.policy.next_attempt() - now).count();
@@ -533,13 +566,15 @@ void Supervisor::supervise(int stop_fd) {
     }
     service_paths();
     update_state(Clock::now());  // before reconnecting, which may take a connect timeout per path
-
+    steer();  // first: a path lost just now must not wait for reconnect attempts (connect timeouts)
     // Paths that are down: reconnect when their backoff says so.
     now = Clock::now();
     for (std::size_t i = 0; i < paths_.size(); ++i) {
       Path& p = paths_[i];
       if (p.connection != PathConnection::connecting || !p.policy.due(now)) continue;
-      if (auto r = bring_up_path(i, vol_.queues); r) {
+      auto r = bring_up_path(i, vol_.queues);
+      keep_alive_all();  // a bring-up takes several round trips: the other paths' targets count KATO
+      if (r) {
         spdlog::info("{}: reconnected to {}", vol_.device, paths_.size() == 1 ? p.ctrl->where() : label(i));
       } else if (p.connection == PathConnection::failed) {
         spdlog::error("{}: path {} refused: {}", vol_.device, label(i), r.error().message);
@@ -549,19 +584,7 @@ void Supervisor::supervise(int stop_fd) {
                      r.error().message);
       }
     }
-
-    // Where I/O should go now.
-    now = Clock::now();
-    const auto want = choose_path(statuses(), active_);
-    if (want && want != active_ && now >= paths_[*want].switch_retry) {
-      const char* why = !active_                                                   ? ""
-                        : paths_[*active_].ana && !ana_usable(*paths_[*active_].ana) ? "the path in use is not usable"
-                                                                                     : "a better path is back";
-      (void)switch_to(*want, why);
-    } else if (want && want == active_ && paused_) {
-      for (auto& q : queues_) q->resume();  // the path is still the one to use (a transition ended)
-      paused_ = false;
-    }
+    steer();  // a path back may be better than the one in use
     update_state(Clock::now());
   }
 }
