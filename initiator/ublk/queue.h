@@ -8,8 +8,10 @@
 // Supervisor calls, which only leave a message and wake it.
 //
 // Losing the connection does not fail I/O: requests are held (the block device waits) until the
-// supervisor hands over a new IoQueue, then resubmitted. After the supervisor's loss timeout it sets
-// fail-fast: held and new requests complete with -EIO until a connection is back.
+// supervisor hands over a new IoQueue (the same path reconnected, or another path), then resubmitted. A
+// path-related status (ANA) holds the request too and stops sending until the supervisor decides. After
+// the supervisor's loss timeout it sets fail-fast: held and new requests complete with -EIO until a
+// connection is back.
 #pragma once
 
 #include <liburing.h>
