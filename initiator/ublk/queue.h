@@ -75,6 +75,8 @@ class Queue {
   // The path whose connection failed under this queue (the supervisor treats the path as lost), or -1;
   // reading clears it.
   int take_lost() noexcept { return lost_path_.exchange(-1); }
+  // Forget a loss of `path` (handled: every queue let go of that path's connections).
+  void clear_lost(int path) noexcept { lost_path_.compare_exchange_strong(path, -1); }
   bool lost() const noexcept { return lost_path_.load() >= 0; }
   // A command came back with a path-related status (SCT 3h) since the last call; the queue holds I/O.
   bool take_path_error() noexcept { return path_error_.exchange(false); }

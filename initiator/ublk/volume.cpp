@@ -416,6 +416,9 @@ void Supervisor::path_lost(std::size_t i, const std::string& why) {
   if (!wait_released(static_cast<int>(i))) {
     (void)p.ctrl.release();  // a queue may still use it: leaking it is the safe choice
   }
+  // Other queues saw the same loss (flagged before they let go): handled here, not again once the path
+  // is back.
+  for (auto& q : queues_) q->clear_lost(static_cast<int>(i));
   p.ctrl.reset();
   if (was_active) active_.reset();
   p.connection = PathConnection::connecting;
