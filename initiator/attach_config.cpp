@@ -182,7 +182,7 @@ void Parser::read_paths(const Field& f, transport::TransportType default_type, u
     }
     a.traddr = traddr(m.require("address", "the target's IPv4 or IPv6 address, or host name"));
     a.trsvcid = default_port;
-    if (const Field* port = m.find("port")) a.trsvcid = static_cast<uint16_t>(integer(*port, 1, 65535));
+    if (const Field* port = m.find("port")) a.trsvcid = static_cast<uint16_t>(integer(*port, int64_t{1}, int64_t{65535}));
     for (std::size_t j = 0; j < out.size(); ++j) {
       if (same_path(out[j], a)) fail(at, path, fmt::format("the same path as {}[{}]", f.path, j));
     }
