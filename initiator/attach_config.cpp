@@ -41,8 +41,8 @@ using config::in_quotes;
 using config::location_of;
 using config::Mapping;
 
-constexpr std::array<std::string_view, 20> kKeys = {
-    "transport",          "address",      "port",          "nqn",
+constexpr std::array<std::string_view, 21> kKeys = {
+    "transport",          "address",      "paths",         "port",          "nqn",
     "nsid",               "mode",         "hostnqn",       "hostid",
     "nr_io_queues",       "queue_size",   "ctrl_loss_tmo", "reconnect_delay",
     "keep_alive_tmo",     "dhchap_secret", "dhchap_secret_file", "dhchap_ctrl_secret",
@@ -93,6 +93,17 @@ class Parser : public config::Reader {
   // `key` (the secret itself) or `key`_file (a file holding it): at most one; "" when neither. The
   // secret is checked as a DHHC-1 key and never quoted.
   std::string secret(const Mapping& m, std::string_view key) const;
+
+  // An address value: brackets around IPv6 dropped, checked.
+  std::string traddr(const Field& f) const {
+    std::string a = string_value(f, "an address");
+    if (a.size() > 2 && a.front() == '[' && a.back() == ']') a = a.substr(1, a.size() - 2);
+    if (auto problem = address_problem(a)) fail(f.value_at, f.path, *problem);
+    return a;
+  }
+
+  void read_paths(const Field& f, transport::TransportType default_type, uint16_t default_port,
+                  std::vector<transport::TransportAddress>& out) const;
 
   void check_nqn(const Field& f, const std::string& nqn) const {
     auto form = protocol::decode_nqn(nqn);
@@ -147,6 +158,39 @@ std::string Parser::secret(const Mapping& m, std::string_view key) const {
   return text;
 }
 
+void Parser::read_paths(const Field& f, transport::TransportType default_type, uint16_t default_port,
+                        std::vector<transport::TransportAddress>& out) const {
+  if (missing(f.value)) fail(f.key_at, f.path, "missing value (expected a list of paths: - address: ...)");
+  if (!f.value.IsSequence()) {
+    fail(f.value_at, f.path, std::string("expected a list of paths (- address: ...), got ") +
+                                 (f.value.IsMap() ? "a mapping" : in_quotes(f.value.Scalar())));
+  }
+  if (f.value.size() == 0) fail(f.value_at, f.path, "empty list (at least one path: - address: ...)");
+  static constexpr std::array<std::string_view, 3> kPathKeys = {"address", "port", "transport"};
+  std::size_t i = 0;
+  for (const auto& node : f.value) {
+    const std::string path = fmt::format("{}[{}]", f.path, i);
+    const auto at = missing(node) ? f.value_at : location_of(node.Mark());
+    if (!missing(node) && !node.IsMap()) fail(at, path, "expected a mapping (address, port, transport)");
+    Mapping m(*this, node, path, at, kPathKeys);
+    transport::TransportAddress a;
+    a.type = default_type;
+    if (const Field* t = m.find("transport")) {
+      auto type = transport::parse_transport_type(scalar(*t, "tcp or rdma"));
+      if (!type) fail(t->value_at, t->path, type.error().message);
+      a.type = *type;
+    }
+    a.traddr = traddr(m.require("address", "the target's IPv4 or IPv6 address, or host name"));
+    a.trsvcid = default_port;
+    if (const Field* port = m.find("port")) a.trsvcid = static_cast<uint16_t>(integer(*port, int64_t{1}, int64_t{65535}));
+    for (std::size_t j = 0; j < out.size(); ++j) {
+      if (same_path(out[j], a)) fail(at, path, fmt::format("the same path as {}[{}]", f.path, j));
+    }
+    out.push_back(std::move(a));
+    ++i;
+  }
+}
+
 constexpr int64_t kMaxNsid = 0xFFFFFFFE;
 constexpr int64_t kMaxKeepAlive = UINT32_MAX / 1000;  // seconds: KATO is a 32-bit count of milliseconds
 
@@ -162,13 +206,22 @@ AttachConfig Parser::parse() {
     if (!type) fail(f->value_at, f->path, type.error().message);
     config.address.type = *type;
   }
-  const Field& address = top.require("address", "the target's IPv4 or IPv6 address, or host name");
-  std::string traddr = string_value(address, "an address");
-  if (traddr.size() > 2 && traddr.front() == '[' && traddr.back() == ']') traddr = traddr.substr(1, traddr.size() - 2);
-  if (auto problem = address_problem(traddr)) fail(address.value_at, address.path, *problem);
-  config.address.traddr = traddr;
-  config.address.trsvcid = transport::kDefaultIoPort;
-  optional_integer(top, "port", config.address.trsvcid, 1, 65535);
+  const Field* address = top.find("address");
+  const Field* paths = top.find("paths");
+  if (address && paths) fail(paths->key_at, paths->path, "give address (one path) or paths (several), not both");
+  if (!address && !paths) {
+    top.require("address", "the target's IPv4 or IPv6 address, or host name; or a `paths` list");
+  }
+  uint16_t default_port = transport::kDefaultIoPort;
+  optional_integer(top, "port", default_port, 1, 65535);
+  if (address) {
+    config.address.traddr = traddr(*address);
+    config.address.trsvcid = default_port;
+    config.paths.push_back(config.address);
+  } else {
+    read_paths(*paths, config.address.type, default_port, config.paths);
+    config.address = config.paths.front();
+  }
 
   const Field& nqn = top.require("nqn", "the subsystem's NQN, e.g. nqn.2024-11.io.rdmablk:vol1");
   config.subnqn = string_value(nqn, "an NQN");
@@ -210,12 +263,18 @@ AttachConfig Parser::parse() {
     const Field* f = top.find("tls_key");
     if (!f) f = top.find("tls_key_file");
     if (top.find("tls") && !config.tls) fail(f->key_at, f->path, "a TLS key with tls: false");
-    if (config.address.type != transport::TransportType::tcp) fail(f->key_at, f->path, "TLS is for transport tcp only");
+    for (const auto& p : config.paths) {
+      if (p.type != transport::TransportType::tcp) fail(f->key_at, f->path, "TLS is for transport tcp only");
+    }
     if (config.mode == AttachConfig::Mode::kernel) {
       fail(f->key_at, f->path,
            "mode kernel takes the PSK from the kernel's .nvme keyring (nvme tls-key --import); give tls: true alone");
     }
     config.tls = true;
+  }
+  if (config.paths.size() > 1 && config.mode == AttachConfig::Mode::kernel) {
+    fail(paths->key_at, paths->path,
+         "mode kernel takes one address (the kernel's native multipath joins controllers connected one by one)");
   }
   if (config.tls && config.mode == AttachConfig::Mode::userspace && config.tls_key.empty()) {
     const Field* f = top.find("tls");
@@ -226,6 +285,52 @@ AttachConfig Parser::parse() {
 }
 
 }  // namespace
+
+bool same_path(const transport::TransportAddress& a, const transport::TransportAddress& b) noexcept {
+  return a.type == b.type && a.traddr == b.traddr && a.trsvcid == b.trsvcid;
+}
+
+Result<transport::TransportAddress> parse_path_value(std::string_view value, transport::TransportType type,
+                                                     uint16_t default_port) {
+  transport::TransportAddress a;
+  a.type = type;
+  a.trsvcid = default_port;
+  std::string_view host = value;
+  std::string_view port;
+  const auto bad = [&](const std::string& why) {
+    return make_error(fmt::format("-a {}: {} (expected ADDR, ADDR:PORT or [IPv6]:PORT)", in_quotes(std::string(value)), why),
+                      EINVAL);
+  };
+  if (value.empty()) return bad("empty");
+  if (value.front() == '[') {
+    const auto close = value.find(']');
+    if (close == std::string_view::npos) return bad("no ']' after the IPv6 address");
+    host = value.substr(1, close - 1);
+    std::string_view rest = value.substr(close + 1);
+    if (!rest.empty()) {
+      if (rest.front() != ':') return bad("expected ':PORT' after ']'");
+      port = rest.substr(1);
+      if (port.empty()) return bad("empty port");
+    }
+  } else if (std::count(value.begin(), value.end(), ':') == 1) {
+    const auto colon = value.find(':');
+    host = value.substr(0, colon);
+    port = value.substr(colon + 1);
+    if (port.empty()) return bad("empty port");
+  }
+  if (host.empty()) return bad("empty address");
+  if (auto problem = address_problem(std::string(host))) return bad(*problem);
+  a.traddr = std::string(host);
+  if (!port.empty()) {
+    unsigned v = 0;
+    bool digits = std::all_of(port.begin(), port.end(), [](unsigned char c) { return std::isdigit(c); });
+    if (!digits || port.size() > 5 || (v = static_cast<unsigned>(std::stoul(std::string(port)))) == 0 || v > 65535) {
+      return bad(fmt::format("port {} is not a number in 1..65535", in_quotes(std::string(port))));
+    }
+    a.trsvcid = static_cast<uint16_t>(v);
+  }
+  return a;
+}
 
 Result<AttachConfig> parse_attach_config(std::string_view yaml_text, std::string_view name_for_messages) {
   Parser parser(name_for_messages, yaml_text);

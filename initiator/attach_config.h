@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "protocol/result.h"
 #include "transport/address.h"
@@ -31,6 +32,9 @@ struct AttachConfig {
   };
 
   transport::TransportAddress address;    // transport (default tcp), address (required), port (4420)
+  // Every path to the subsystem, in order (userspace multipath): `paths` (a list of address, port,
+  // transport; top-level port / transport are their defaults), or the one `address`. paths[0] == address.
+  std::vector<transport::TransportAddress> paths;
   std::string subnqn;                     // `nqn`, required
   uint32_t nsid = 1;                      // the namespace exposed as the block device
   Mode mode = Mode::userspace;
@@ -60,6 +64,14 @@ inline constexpr uint16_t kAttachMaxQueueSize = 1024;       // the Linux host's 
 inline constexpr unsigned kAttachMaxReconnectDelay = 3600;  // seconds
 
 const char* attach_mode_name(AttachConfig::Mode m) noexcept;  // "userspace" / "kernel"
+
+// One path as the CLI takes it (`attach --userspace -a VALUE`, repeatable): ADDR, ADDR:PORT, [IPv6] or
+// [IPv6]:PORT; a bare IPv6 literal (two colons or more) has no port. `default_port` is for a value without
+// one. The address is checked as a config file's is.
+Result<transport::TransportAddress> parse_path_value(std::string_view value, transport::TransportType type,
+                                                     uint16_t default_port);
+// Two paths that are the same transport, address and port.
+bool same_path(const transport::TransportAddress& a, const transport::TransportAddress& b) noexcept;
 
 // Reads and parses `path` (an unreadable file is one line "PATH: cannot read ...: reason").
 Result<AttachConfig> load_attach_config(const std::string& path);

@@ -13,7 +13,6 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <nlohmann/json.hpp>
 #include <thread>
 
 namespace rdmablk::initiator {
@@ -23,12 +22,6 @@ namespace fs = std::filesystem;
 namespace {
 
 fs::path record_path(int dev_id) { return fs::path(attachments_dir()) / fmt::format("ublkb{}.json", dev_id); }
-
-nlohmann::ordered_json to_json(const AttachmentRecord& r) {
-  return {{"device", r.device}, {"dev_id", r.dev_id},   {"pid", r.pid},       {"transport", r.transport},
-          {"traddr", r.traddr}, {"trsvcid", r.trsvcid}, {"subnqn", r.subnqn}, {"nsid", r.nsid},
-          {"state", r.state}};
-}
 
 // A record as written by write_attachment; nullopt for anything else (a foreign or damaged file).
 std::optional<AttachmentRecord> read_record(const fs::path& p) {
@@ -46,6 +39,19 @@ std::optional<AttachmentRecord> read_record(const fs::path& p) {
     r.subnqn = j.value("subnqn", "");
     r.nsid = j.value("nsid", 0u);
     r.state = j.value("state", "");
+    if (auto it = j.find("paths"); it != j.end() && it->is_array()) {
+      for (const auto& pj : *it) {
+        if (!pj.is_object()) continue;
+        AttachmentPath ap;
+        ap.transport = pj.value("transport", "");
+        ap.traddr = pj.value("traddr", "");
+        ap.trsvcid = pj.value("trsvcid", "");
+        ap.state = pj.value("state", "");
+        ap.ana = pj.value("ana_state", "");
+        ap.in_use = pj.value("in_use", false);
+        r.paths.push_back(std::move(ap));
+      }
+    }
     return r;
   } catch (const nlohmann::json::exception&) {
     return std::nullopt;
@@ -53,6 +59,34 @@ std::optional<AttachmentRecord> read_record(const fs::path& p) {
 }
 
 }  // namespace
+
+nlohmann::ordered_json attachment_to_json(const AttachmentRecord& r) {
+  nlohmann::ordered_json j = {{"device", r.device}, {"dev_id", r.dev_id},   {"pid", r.pid},
+                              {"transport", r.transport}, {"traddr", r.traddr}, {"trsvcid", r.trsvcid},
+                              {"subnqn", r.subnqn}, {"nsid", r.nsid},     {"state", r.state}};
+  if (!r.paths.empty()) {
+    j["paths"] = nlohmann::ordered_json::array();
+    for (const auto& p : r.paths) {
+      j["paths"].push_back({{"transport", p.transport},
+                            {"traddr", p.traddr},
+                            {"trsvcid", p.trsvcid},
+                            {"state", p.state},
+                            {"ana_state", p.ana},
+                            {"in_use", p.in_use}});
+    }
+  }
+  return j;
+}
+
+std::string format_attachment(const AttachmentRecord& r) {
+  std::string out = fmt::format("{} pid {} {} traddr={},trsvcid={} {} nsid {} {}\n", r.device, r.pid, r.transport,
+                                r.traddr, r.trsvcid, r.subnqn, r.nsid, r.state);
+  for (const auto& p : r.paths) {
+    out += fmt::format("  path {} traddr={},trsvcid={} {} ana {}{}\n", p.transport, p.traddr, p.trsvcid, p.state,
+                       p.ana.empty() ? "none" : p.ana, p.in_use ? " (in use)" : "");
+  }
+  return out;
+}
 
 std::string run_dir() {
   const char* d = std::getenv("RDMABLK_RUN_DIR");
@@ -89,7 +123,7 @@ Result<void> write_attachment(const AttachmentRecord& r) {
   fs::path tmp = final_path.parent_path() / fmt::format(".{}.{}.tmp", final_path.filename().string(), ::getpid());
   {
     std::ofstream out(tmp, std::ios::trunc);
-    out << to_json(r).dump(2) << "\n";
+    out << attachment_to_json(r).dump(2) << "\n";
     out.flush();
     if (!out) {
       fs::remove(tmp, ec);

@@ -12,9 +12,21 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "protocol/result.h"
 
 namespace rdmablk::initiator {
+
+// One path of a multipath attachment.
+struct AttachmentPath {
+  std::string transport;
+  std::string traddr;
+  std::string trsvcid;
+  std::string state;  // live, connecting, failed
+  std::string ana;    // optimized, non-optimized, inaccessible, persistent-loss, change, none
+  bool in_use = false;
+};
 
 struct AttachmentRecord {
   std::string device;  // /dev/ublkb0
@@ -25,8 +37,16 @@ struct AttachmentRecord {
   std::string trsvcid;
   std::string subnqn;
   uint32_t nsid = 0;
-  std::string state;  // live, connecting, ...
+  std::string state;  // live, reconnecting, failed
+  // Several paths (attach -a A -a B): each with its state; transport/traddr/trsvcid above are the one
+  // in use. Empty for a single-path attachment (and in records written before multipath).
+  std::vector<AttachmentPath> paths;
 };
+
+// The record as JSON (what the registry file holds and `rdmablk list -o json` shows).
+nlohmann::ordered_json attachment_to_json(const AttachmentRecord& r);
+// `rdmablk list`'s lines for a record: one for the attachment, then one per path when it has several.
+std::string format_attachment(const AttachmentRecord& r);
 
 // ${RDMABLK_RUN_DIR:-/run/rdmablk}, and its ublk/ folder where the records are.
 std::string run_dir();

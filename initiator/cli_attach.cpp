@@ -36,6 +36,7 @@ constexpr std::chrono::seconds kDetachTimeout{30};
 
 struct AttachFlags {
   ConnFlags conn;
+  std::vector<std::string> traddrs;  // -a, repeatable: one per path
   bool userspace = false;
   bool foreground = false;
   std::string config;
@@ -63,18 +64,26 @@ Result<AttachConfig> attach_config_from(const AttachFlags& f, const CLI::App& ap
   if (!f.userspace) {
     return make_error("attach without --config needs --userspace (ublk); the kernel host path is `rdmablk connect`");
   }
-  if (f.conn.traddr.empty() || f.conn.nqn.empty()) return make_error("attach --userspace needs -a/--traddr and -n/--nqn");
+  if (f.traddrs.empty() || f.conn.nqn.empty()) return make_error("attach --userspace needs -a/--traddr and -n/--nqn");
   AttachConfig c;
   auto type = transport::parse_transport_type(f.conn.transport);
   if (!type) return tl::unexpected(type.error());
-  c.address.type = *type;
-  c.address.traddr = f.conn.traddr;
-  c.address.trsvcid = transport::kDefaultIoPort;
+  uint16_t default_port = transport::kDefaultIoPort;
   if (!f.conn.trsvcid.empty()) {
     auto p = transport::parse_port(f.conn.trsvcid);
     if (!p) return tl::unexpected(p.error());
-    c.address.trsvcid = *p;
+    default_port = *p;
   }
+  // Several -a: one path each (multipath), -s the port of those without one.
+  for (const auto& value : f.traddrs) {
+    auto a = parse_path_value(value, *type, default_port);
+    if (!a) return tl::unexpected(a.error());
+    for (const auto& p : c.paths) {
+      if (same_path(p, *a)) return make_error(fmt::format("-a {}: the same path is given twice", value), EINVAL);
+    }
+    c.paths.push_back(std::move(*a));
+  }
+  c.address = c.paths.front();
   c.subnqn = f.conn.nqn;
   c.nsid = f.nsid;
   c.mode = AttachConfig::Mode::userspace;
@@ -176,12 +185,29 @@ AttachmentRecord record_for(const AttachConfig& c, const ublk::AttachedVolume& v
   r.device = v.device;
   r.dev_id = static_cast<int>(v.dev_id);
   r.pid = ::getpid();
-  r.transport = transport::transport_name(c.address.type);
-  r.traddr = c.address.traddr;
-  r.trsvcid = std::to_string(c.address.trsvcid);
+  // The top-level address is the path in use (the first when none is): what single-path readers show.
+  transport::TransportAddress shown = c.address;
+  for (const auto& p : v.paths) {
+    if (p.in_use) shown = p.address;
+  }
+  r.transport = transport::transport_name(shown.type);
+  r.traddr = shown.traddr;
+  r.trsvcid = std::to_string(shown.trsvcid);
   r.subnqn = c.subnqn;
   r.nsid = c.nsid;
   r.state = std::string(state);
+  if (c.paths.size() > 1) {
+    for (const auto& p : v.paths) {
+      AttachmentPath ap;
+      ap.transport = transport::transport_name(p.address.type);
+      ap.traddr = p.address.traddr;
+      ap.trsvcid = std::to_string(p.address.trsvcid);
+      ap.state = ublk::path_connection_name(p.connection);
+      ap.ana = ublk::ana_state_text(p.ana);
+      ap.in_use = p.in_use;
+      r.paths.push_back(std::move(ap));
+    }
+  }
   return r;
 }
 
@@ -199,6 +225,7 @@ int serve_userspace(const AttachConfig& c, const CliEnv& env, int ready_fd, bool
   if (!host) return fail(host.error().message, 2);
   ublk::AttachOptions o;
   o.controller.address = c.address;
+  o.paths = c.paths;
   o.controller.subnqn = c.subnqn;
   o.controller.host = *host;
   o.controller.kato_ms = c.keep_alive_tmo_s * 1000;
@@ -414,6 +441,11 @@ void add_attach_commands(CLI::App& app, const CliEnv& env, std::vector<Command>&
   auto af = std::make_shared<AttachFlags>();
   auto* attach = app.add_subcommand("attach", "attach a namespace as a local block device (ublk with --userspace)");
   add_connection_flags(attach, af->conn, false, false);
+  // -a repeats here: one path each (userspace multipath).
+  attach->remove_option(attach->get_option("--traddr"));
+  attach->add_option("-a,--traddr", af->traddrs,
+                     "transport address: ADDR, ADDR:PORT or [IPv6]:PORT; repeat for several paths (multipath, "
+                     "--userspace)");
   attach->add_flag("--userspace", af->userspace, "serve the volume from this process through ublk (/dev/ublkbN)");
   attach->add_option("--nsid", af->nsid, "the namespace to attach")->capture_default_str()->check(CLI::Range(1u, 0xFFFFFFFEu));
   add_tuning_flags(attach, af->tuning);  // ublk queues = I/O queues; I/O is held while reconnecting

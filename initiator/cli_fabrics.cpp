@@ -115,11 +115,8 @@ std::string multipath_lines(const KernelMultipathDevice& d) {
   return out;
 }
 
-json attachment_json(const AttachmentRecord& a) {
-  return {{"device", a.device}, {"dev_id", a.dev_id},   {"pid", a.pid},       {"transport", a.transport},
-          {"traddr", a.traddr}, {"trsvcid", a.trsvcid}, {"subnqn", a.subnqn}, {"nsid", a.nsid},
-          {"state", a.state}};
-}
+// With a `paths` array (transport, traddr, trsvcid, state, ana_state, in_use) for a multipath attachment.
+json attachment_json(const AttachmentRecord& a) { return attachment_to_json(a); }
 
 // Connects one controller and prints it; returns whether it worked.
 bool connect_and_print(const CliEnv& env, const KernelConnectParams& p, const std::string& format) {
@@ -246,10 +243,7 @@ int run_list(const CliEnv& env, const std::string& format, bool include_pcie) {
     for (const auto& d : heads) *env.out << multipath_lines(d);
   }
   if (!ublk.empty()) *env.out << "Userspace (ublk) attachments:\n";
-  for (const auto& a : ublk) {
-    *env.out << fmt::format("{} pid {} {} traddr={},trsvcid={} {} nsid {} {}\n", a.device, a.pid, a.transport,
-                            a.traddr, a.trsvcid, a.subnqn, a.nsid, a.state);
-  }
+  for (const auto& a : ublk) *env.out << format_attachment(a);
   return 0;
 }
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <systemd/sd-id128.h>
 
+#include "protocol/ana.h"
 #include "security/dhchap_session.h"
 #include "security/tls_session.h"
 #include "transport/tcp/tcp_tls.h"
@@ -872,9 +873,53 @@ void Controller::on_keep_alive(HostCommand& cmd, const Cqe& cqe) noexcept {
   }
 }
 
+void Controller::on_async_event(HostCommand& cmd, const Cqe& cqe) noexcept {
+  auto* self = static_cast<Controller*>(cmd.context);
+  self->aer_outstanding_ = false;
+  const protocol::Status st = cqe.get_status();
+  if (!st.ok()) {
+    // Refused (Asynchronous Event Request Limit Exceeded, or unsupported) or the connection closing:
+    // re-arming would only repeat it. Keep-alive decides whether the controller is alive.
+    self->aer_enabled_ = false;
+    return;
+  }
+  const uint32_t dw0 = cqe.dw0.get();
+  if (protocol::async_event_type(dw0) == protocol::AsyncEventType::notice &&
+      protocol::async_event_info(dw0) == static_cast<uint8_t>(protocol::AsyncEventNotice::ana_change)) {
+    self->ana_changed_ = true;
+  }
+}
+
+void Controller::arm_async_event() noexcept {
+  if (!aer_enabled_ || aer_outstanding_ || !admin_ || failed_) return;
+  aer_cmd_ = HostCommand{};
+  aer_cmd_.sqe = protocol::make_async_event_request(0);
+  aer_cmd_.on_complete = &on_async_event;
+  aer_cmd_.context = this;
+  if (admin_->submit(aer_cmd_).ok()) aer_outstanding_ = true;
+}
+
+Result<void> Controller::enable_ana_events() {
+  auto cmd = protocol::make_set_features(0, protocol::FeatureId::async_event_configuration, protocol::kAecAnaChange);
+  auto r = admin(protocol::to_sqe(cmd));
+  if (!r) return tl::unexpected(r.error());
+  aer_enabled_ = true;
+  arm_async_event();
+  return {};
+}
+
+Result<std::vector<uint8_t>> Controller::read_ana_log() {
+  const uint32_t nsids = id_.mnan.get() != 0 ? id_.mnan.get() : id_.nn.get();
+  uint64_t bytes = protocol::ana_log_max_size(std::min<uint32_t>(id_.nanagrpid.get(), 1024), std::min<uint32_t>(nsids, 1024));
+  if (max_transfer_ != 0) bytes = std::min<uint64_t>(bytes, max_transfer_);
+  bytes = std::max<uint64_t>(bytes, sizeof(protocol::AnaLogHeader)) & ~uint64_t{3};
+  return get_log_page(protocol::LogPageId::ana, 0, static_cast<uint32_t>(bytes));
+}
+
 void Controller::service() noexcept {
-  if (!admin_ || failed_ || opts_.kato_ms == 0) return;
-  if (keep_alive_outstanding_) {
+  if (!admin_ || failed_) return;
+  if (opts_.kato_ms == 0 && !aer_enabled_ && !aer_outstanding_) return;
+  if (keep_alive_outstanding_ || aer_outstanding_) {
     int rc = admin_->poll(0, 0ms);
     if (rc < 0) {
       failed_ = true;
@@ -886,7 +931,7 @@ void Controller::service() noexcept {
     }
   }
   auto now = std::chrono::steady_clock::now();
-  if (keep_alive_outstanding_ && now - keep_alive_sent_ >= std::chrono::milliseconds(opts_.kato_ms)) {
+  if (opts_.kato_ms != 0 && keep_alive_outstanding_ && now - keep_alive_sent_ >= std::chrono::milliseconds(opts_.kato_ms)) {
     // A target that stopped answering (frozen, or a black-holed path with the TCP connection still up)
     // must not hold the host forever: the Linux host gives up after one KATO too.
     failed_ = true;
@@ -896,7 +941,8 @@ void Controller::service() noexcept {
     }
     return;
   }
-  if (keep_alive_outstanding_ || now < next_keep_alive_) return;
+  arm_async_event();
+  if (opts_.kato_ms == 0 || keep_alive_outstanding_ || now < next_keep_alive_) return;
   keep_alive_cmd_ = HostCommand{};
   keep_alive_cmd_.sqe = protocol::make_keep_alive(0);
   keep_alive_cmd_.on_complete = &on_keep_alive;

@@ -245,8 +245,26 @@ class Controller {
   // Call from the owning thread's poll loop: sends Keep Alive when KATO/2 has passed since the last one
   // and reaps its completion without blocking; marks the controller failed when one goes unanswered
   // for a whole KATO. Cheap when nothing is due.
+  // It also reaps and re-arms the Asynchronous Event Request once enable_ana_events() was called.
   void service() noexcept;
   bool failed() const noexcept { return failed_; }
+
+  // --- ANA (multipath) ----------------------------------------------------------------------------------
+  // The controller reports Asymmetric Namespace Access (Identify CMIC bit 3).
+  bool reports_ana() const noexcept { return (id_.cmic & protocol::idctl::kCmicAna) != 0; }
+  // Asks for ANA Change notices (Set Features Asynchronous Event Configuration) and keeps one
+  // Asynchronous Event Request outstanding from then on, as the Linux host does (nvme_enable_aen).
+  Result<void> enable_ana_events();
+  // The ANA log page (LID 0Ch, with NSID lists), sized from Identify as the Linux host sizes it: header,
+  // NANAGRPID descriptors, MNAN (else NN) NSIDs; capped by the transfer limit. Reading it (RAE clear)
+  // re-enables the next ANA Change notice on the controller.
+  Result<std::vector<uint8_t>> read_ana_log();
+  // Whether an ANA Change notice arrived since the last call (which clears it).
+  bool take_ana_change() noexcept {
+    const bool c = ana_changed_;
+    ana_changed_ = false;
+    return c;
+  }
   const std::string& failure() const noexcept { return failure_; }
 
   // --- Teardown -------------------------------------------------------------------------------------------
@@ -279,6 +297,8 @@ class Controller {
   Result<void> authenticate(transport::HostQueue& queue, detail::SyncSlot& slot, uint16_t qid);
   tl::unexpected<Error> fail(std::string message, int errno_value = 0);
   static void on_keep_alive(transport::HostCommand& cmd, const protocol::Cqe& cqe) noexcept;
+  static void on_async_event(transport::HostCommand& cmd, const protocol::Cqe& cqe) noexcept;
+  void arm_async_event() noexcept;
 
   friend class IoQueue;
 
@@ -288,6 +308,10 @@ class Controller {
   bool keep_alive_outstanding_ = false;
   std::chrono::steady_clock::time_point next_keep_alive_{};
   std::chrono::steady_clock::time_point keep_alive_sent_{};
+  transport::HostCommand aer_cmd_{};
+  bool aer_enabled_ = false;      // keep an Asynchronous Event Request outstanding
+  bool aer_outstanding_ = false;
+  bool ana_changed_ = false;
   std::unique_ptr<transport::HostQueue> admin_;
   std::shared_ptr<const transport::tcp::TcpTlsClientOptions> tls_;  // shared by every queue; null: plain
   uint16_t cntlid_ = 0;

@@ -92,17 +92,32 @@ void Queue::post(Change&& change) {
   (void)!::write(mail_efd_, &one, sizeof(one));  // wakes the thread through the ring's poll on it
 }
 
-void Queue::give_connection(std::unique_ptr<IoQueue> q) {
+void Queue::give_connection(std::unique_ptr<IoQueue> q, int path) {
   post([&] {
-    mail_queue_ = std::move(q);
-    mail_drop_ = false;
-    has_connection_ = true;  // the mailbox holds it already: it references the Controller
-    lost_ = false;           // that loss is handled: do not count it against the new connection
+    mail_queue_ = std::move(q);  // a connection posted earlier and not yet taken is superseded
+    mail_path_ = path;
   });
 }
 
-void Queue::drop_connection() {
-  post([&] { mail_drop_ = true; });
+void Queue::drop_connection(int path) {
+  post([&] {
+    mail_drop_.push_back(path);
+    if (mail_queue_ && mail_path_ == path) mail_queue_.reset();
+  });
+}
+
+void Queue::resume() {
+  post([&] { mail_resume_ = true; });
+}
+
+bool Queue::has_connection() const {
+  std::lock_guard lock(mail_mutex_);
+  return mail_queue_ != nullptr || io_path_ >= 0 || next_path_ >= 0;
+}
+
+bool Queue::holds_path(int path) const {
+  std::lock_guard lock(mail_mutex_);
+  return (mail_queue_ != nullptr && mail_path_ == path) || io_path_ == path || next_path_ == path;
 }
 
 void Queue::set_fail_fast(bool on) {
@@ -122,50 +137,83 @@ void Queue::notify_supervisor() noexcept {
 
 void Queue::take_mail() noexcept {
   std::unique_ptr<IoQueue> next;
-  bool drop = false;
+  int next_path = -1;
+  std::vector<int> drops;
+  bool resume = false;
   {
     std::lock_guard lock(mail_mutex_);
     next = std::move(mail_queue_);
-    drop = mail_drop_;
-    mail_drop_ = false;
+    next_path = mail_path_;
+    drops.swap(mail_drop_);
+    resume = mail_resume_;
+    mail_resume_ = false;
     fail_fast_ = mail_fail_fast_;
     finishing_ = mail_finish_;
     mail_ = false;
   }
-  if (drop) {
-    next.reset();
-    if (io_) {
+  bool released = false;
+  for (int path : drops) {
+    if (next_io_ && pending_path_ == path) {
+      next_io_.reset();
+      pending_path_ = -1;
+      released = true;
+    }
+    if (io_ && cur_path_ == path) {
       // Closing fails what is on the wire with a transport error: those requests are held.
       auto dying = std::move(io_);
       dying.reset();
+      cur_path_ = -1;
+      released = true;
     }
-    release_connection();
   }
+  if (resume) paused_ = false;
   if (next) {
-    io_ = std::move(next);
-    io_->queue().set_wake_fd(ring_.ring_fd);
-    if (auto r = io_->queue().register_buffer({buffers_, buffers_bytes_}); !r) {
-      spdlog::error("ublk queue {}: registering the I/O buffers: {}", cfg_.q_id, r.error().message);
-      on_lost(r.error().errno_value != 0 ? r.error().errno_value : EIO);
-    } else {
-      for (auto& t : tags_) t.retries = 0;
-    }
+    if (next_io_) next_io_.reset();  // superseded before it was installed
+    next_io_ = std::move(next);
+    pending_path_ = next_path;
   }
+  publish_paths();
+  if (next_io_ && (!io_ || io_->queue().outstanding() == 0)) install_next();
+  if (released || !drops.empty()) release_connection();
   fail_held_if_fast();
 }
 
-void Queue::release_connection() noexcept {
-  {
-    // Under the lock: a connection the supervisor posted meanwhile keeps the flag up (it references
-    // the new Controller, which must outlive it).
-    std::lock_guard lock(mail_mutex_);
-    has_connection_ = mail_queue_ != nullptr;
+void Queue::publish_paths() noexcept {
+  std::lock_guard lock(mail_mutex_);
+  io_path_ = io_ ? cur_path_ : -1;
+  next_path_ = next_io_ ? pending_path_ : -1;
+}
+
+void Queue::install_next() noexcept {
+  if (io_) {
+    // Drained: nothing of it is on the wire any more. Closing is enough (no Disconnect round trip on
+    // this thread while requests wait).
+    auto old = std::move(io_);
+    old.reset();
   }
+  io_ = std::move(next_io_);
+  cur_path_ = pending_path_;
+  pending_path_ = -1;
+  paused_ = false;
+  publish_paths();
+  notify_supervisor();  // the old connection is gone: its Controller may go
+  io_->queue().set_wake_fd(ring_.ring_fd);
+  if (auto r = io_->queue().register_buffer({buffers_, buffers_bytes_}); !r) {
+    spdlog::error("ublk queue {}: registering the I/O buffers: {}", cfg_.q_id, r.error().message);
+    on_lost(r.error().errno_value != 0 ? r.error().errno_value : EIO);
+  } else {
+    for (auto& t : tags_) t.retries = 0;
+  }
+}
+
+void Queue::release_connection() noexcept {
+  publish_paths();
   notify_supervisor();
 }
 
 void Queue::fail_held_if_fast() noexcept {
-  if (io_ || !fail_fast_ || held_.empty()) return;
+  // No connection, or one on a path that answered with a path-related status: nothing will serve them.
+  if ((io_ && !paused_) || !fail_fast_ || held_.empty()) return;
   for (uint16_t tag : held_) complete(tags_[tag], -EIO);
   held_.clear();
 }
@@ -238,11 +286,11 @@ bool Queue::reap_ring() noexcept {
 void Queue::start(Tag& t) noexcept {
   const ublksrv_io_desc d = descs_[t.tag];  // a copy: the driver owns the array
   const uint8_t op = static_cast<uint8_t>(d.op_flags & 0xff);
-  if (!io_) {
-    if (fail_fast_) {
+  if (!can_submit()) {
+    if (fail_fast_ && (!io_ || paused_)) {
       complete(t, -EIO);
     } else {
-      hold(t);
+      hold(t);  // no connection yet, a switch draining the old one, or a path-related status
     }
     return;
   }
@@ -316,6 +364,18 @@ void Queue::on_complete(transport::HostCommand& cmd, const protocol::Cqe& cqe) n
     // What a closing connection answers for everything it had on the wire: not the data's fault.
     ++t.retries;
     q.hold(t);
+  } else if (st.sct() == protocol::StatusCodeType::path_related && !st.dnr()) {
+    // ANA inaccessible / persistent loss / transition, or another path error: the command may succeed
+    // on another path (the Linux host's nvme_failover_req). Hold it, stop sending, and let the supervisor
+    // re-read ANA and choose.
+    q.hold(t);
+    if (!q.paused_) {
+      q.paused_ = true;
+      spdlog::info("ublk queue {}: {} from the target: holding I/O for a path decision", q.cfg_.q_id,
+                   describe_status(st));
+    }
+    q.path_error_ = true;
+    q.notify_supervisor();
   } else {
     q.complete(t, errno_for_status(st));
   }
@@ -332,7 +392,7 @@ void Queue::complete(Tag& t, int result) noexcept {
 }
 
 bool Queue::submit_held() noexcept {
-  if (held_.empty() || !io_) return false;
+  if (held_.empty() || !can_submit()) return false;
   scratch_.swap(held_);
   held_.clear();
   bool progress = false;
@@ -354,7 +414,8 @@ void Queue::on_lost(int error) noexcept {
   spdlog::warn("ublk queue {}: connection lost ({}); holding I/O until it is back", cfg_.q_id, std::strerror(error));
   auto dying = std::move(io_);  // io_ is null while closing: completions it fails are held, not resubmitted
   dying.reset();
-  lost_ = true;
+  lost_path_ = cur_path_;
+  cur_path_ = -1;
   release_connection();
   fail_held_if_fast();
 }
@@ -393,6 +454,7 @@ void Queue::run() noexcept {
     if (mail_.load()) take_mail();
     // After STOP_DEV the disk is gone and nothing can be in flight; tags the driver has not aborted yet
     // are cancelled when the ring closes.
+    if (next_io_ && (!io_ || io_->queue().outstanding() == 0)) install_next();
     if (finishing_ && idle()) {
       io_uring_submit(&ring_);  // commits queued by the last completions
       break;
@@ -421,7 +483,9 @@ void Queue::run() noexcept {
     auto closing = std::move(io_);
     closing->disconnect();
   }
-  has_connection_ = false;
+  next_io_.reset();
+  cur_path_ = pending_path_ = -1;
+  publish_paths();
   finished_ = true;
   notify_supervisor();
 }

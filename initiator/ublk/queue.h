@@ -8,8 +8,10 @@
 // Supervisor calls, which only leave a message and wake it.
 //
 // Losing the connection does not fail I/O: requests are held (the block device waits) until the
-// supervisor hands over a new IoQueue, then resubmitted. After the supervisor's loss timeout it sets
-// fail-fast: held and new requests complete with -EIO until a connection is back.
+// supervisor hands over a new IoQueue (the same path reconnected, or another path), then resubmitted. A
+// path-related status (ANA) holds the request too and stops sending until the supervisor decides. After
+// the supervisor's loss timeout it sets fail-fast: held and new requests complete with -EIO until a
+// connection is back.
 #pragma once
 
 #include <liburing.h>
@@ -51,17 +53,33 @@ class Queue {
   void run() noexcept;
 
   // --- Supervisor side (any thread) -------------------------------------------------------------------
-  // Serve on `q` from now on (a first connection or a reconnection).
-  void give_connection(std::unique_ptr<IoQueue> q);
-  // Close the connection and hold requests (a reconnection follows). has_connection() turns false once
-  // the thread has let go of it, which the supervisor waits for before destroying the Controller.
-  void drop_connection();
+  // Serve on `q` (a connection of path `path`) from now on: a first connection, a reconnection, or a
+  // switch to another path. A switch away from a connection that still works does not abandon what is
+  // on the wire there (an old write landing after a newer one sent on the new path would undo it): new
+  // requests are held until the old connection has nothing outstanding, then it is closed and the held
+  // requests go out on `q`.
+  void give_connection(std::unique_ptr<IoQueue> q, int path = 0);
+  // Close the connection(s) of `path` (lost) and hold their requests; other paths' stay. holds_path()
+  // turns false once the thread has let go, which the supervisor waits for before destroying the
+  // Controller.
+  void drop_connection(int path = 0);
+  // After a path-related status (ANA inaccessible, ...) the queue holds I/O until told: resume() sends
+  // it on the same connection again (the supervisor re-read ANA and the path is still the one to use).
+  void resume();
   void set_fail_fast(bool on);
   // After STOP_DEV returned: leave once nothing is in flight, even if the driver has not aborted every tag.
   void finish();
-  bool has_connection() const noexcept { return has_connection_.load(); }
-  // The connection failed under this queue (the supervisor reconnects every queue).
-  bool lost() const noexcept { return lost_.load(); }
+  // Whether the thread (or its mailbox) holds a connection at all / one of `path`.
+  bool has_connection() const;
+  bool holds_path(int path) const;
+  // The path whose connection failed under this queue (the supervisor treats the path as lost), or -1;
+  // reading clears it.
+  int take_lost() noexcept { return lost_path_.exchange(-1); }
+  // Forget a loss of `path` (handled: every queue let go of that path's connections).
+  void clear_lost(int path) noexcept { lost_path_.compare_exchange_strong(path, -1); }
+  bool lost() const noexcept { return lost_path_.load() >= 0; }
+  // A command came back with a path-related status (SCT 3h) since the last call; the queue holds I/O.
+  bool take_path_error() noexcept { return path_error_.exchange(false); }
   bool finished() const noexcept { return finished_.load(); }
   uint64_t completed() const noexcept { return completed_.load(std::memory_order_relaxed); }
 
@@ -93,6 +111,9 @@ class Queue {
   void arm_mail_poll() noexcept;
   bool idle() const noexcept;
   void release_connection() noexcept;  // io_ is gone: tell the supervisor
+  void install_next() noexcept;        // the pending switch: close io_, serve on next_io_
+  void publish_paths() noexcept;       // io_path_ / next_path_ for holds_path()
+  bool can_submit() const noexcept { return io_ && !next_io_ && !paused_; }
   void fail_held_if_fast() noexcept;   // no connection and fail-fast: held requests complete with -EIO
   void check_timeouts() noexcept;
   std::span<uint8_t> buffer(uint16_t tag) noexcept {
@@ -115,12 +136,20 @@ class Queue {
   unsigned aborted_ = 0;
   bool mail_poll_armed_ = false;
 
-  std::unique_ptr<IoQueue> io_;  // the thread's; changed only on the thread
+  std::unique_ptr<IoQueue> io_;       // the thread's; changed only on the thread
+  std::unique_ptr<IoQueue> next_io_;  // a switch waiting for io_ to drain
+  int cur_path_ = -1;                 // path of io_ / next_io_ (thread side)
+  int pending_path_ = -1;
+  bool paused_ = false;               // a path-related status: hold I/O until resume() or a switch
 
   // Mailbox from the supervisor.
-  std::mutex mail_mutex_;
+  mutable std::mutex mail_mutex_;
   std::unique_ptr<IoQueue> mail_queue_;
-  bool mail_drop_ = false;
+  int mail_path_ = -1;
+  std::vector<int> mail_drop_;        // paths whose connections to close
+  bool mail_resume_ = false;
+  int io_path_ = -1;                  // copies of cur_path_ / pending_path_ under the lock
+  int next_path_ = -1;
   bool mail_fail_fast_ = false;
   bool mail_finish_ = false;
   std::atomic<bool> mail_{false};
@@ -129,8 +158,8 @@ class Queue {
   bool finishing_ = false;
   bool submit_failed_ = false;
   std::chrono::steady_clock::time_point next_timeout_check_{};
-  std::atomic<bool> has_connection_{false};
-  std::atomic<bool> lost_{false};
+  std::atomic<int> lost_path_{-1};
+  std::atomic<bool> path_error_{false};
   std::atomic<bool> finished_{false};
   std::atomic<uint64_t> completed_{0};
 };

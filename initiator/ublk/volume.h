@@ -6,9 +6,12 @@
 //   block size, MDTS, VWC, ONCS) -> one I/O queue per ublk queue -> ADD_DEV, SET_PARAMS -> queue threads
 //   fetch -> START_DEV -> on_ready -> supervise: keep-alive, reconnection, stop -> STOP_DEV, DEL_DEV,
 //   controller shutdown.
-// A lost connection (keep-alive failure, a queue error) drops every queue's connection, holds I/O and
-// reconnects with ReconnectPolicy's backoff; past ctrl_loss_tmo held and new I/O fail with EIO until the
-// target is back. Stop: `stop_fd` readable (the CLI's signalfd for SIGTERM/SIGINT) or the device
+// Several paths (ublk/multipath.h): every path's controller is connected and watched (keep-alive, ANA
+// log, ANA Change notices); I/O goes down the best usable one. A lost path (keep-alive failure, a queue
+// error) reconnects in the background with its own ReconnectPolicy backoff while I/O moves to another
+// usable path at once (held requests are resubmitted there); a better path coming back takes the I/O
+// again. Only while NO path is usable is I/O held, and past ctrl_loss_tmo held and new I/O fail with EIO
+// until a path is back. Stop: `stop_fd` readable (the CLI's signalfd for SIGTERM/SIGINT) or the device
 // stopped from outside.
 #pragma once
 
@@ -17,15 +20,19 @@
 #include <functional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "initiator/controller.h"
 #include "initiator/ublk/control.h"
 #include "initiator/ublk/geometry.h"
+#include "initiator/ublk/multipath.h"
 
 namespace rdmablk::initiator::ublk {
 
 struct AttachOptions {
   ControllerOptions controller;  // address, subnqn, host identity, KATO, connector
+  // The paths, in order of preference among equals; empty: controller.address alone.
+  std::vector<transport::TransportAddress> paths;
   uint32_t nsid = 1;
   uint16_t io_queues = 0;        // ublk queues = NVMe I/O queues; 0 = one per CPU (capped by the controller)
   uint16_t queue_size = 128;     // entries per I/O queue; the ublk queue depth follows
@@ -34,18 +41,29 @@ struct AttachOptions {
   std::string control_path = kControlPath;
 };
 
+// One path as `rdmablk list` shows it.
+struct PathView {
+  transport::TransportAddress address;
+  PathConnection connection = PathConnection::connecting;
+  std::optional<protocol::AnaState> ana;  // nullopt: not known / not reported
+  bool in_use = false;
+};
+
 struct AttachedVolume {
   std::string device;  // /dev/ublkbN
   uint32_t dev_id = 0;
   uint16_t queues = 0;
   uint16_t depth = 0;
   Geometry geometry;
-  std::string where;   // "tcp://ADDR:PORT NQN"
+  std::string where;   // "tcp://ADDR:PORT NQN" of the path in use
+  std::vector<PathView> paths;
 };
 
 struct VolumeEvents {
   std::function<void(const AttachedVolume&)> ready;                   // the block device exists
-  std::function<void(const AttachedVolume&, std::string_view)> state;  // "live", "reconnecting", "failed"
+  // "live", "reconnecting" (no usable path: I/O held), "failed" (past ctrl_loss_tmo); also called when
+  // only a path's state changed.
+  std::function<void(const AttachedVolume&, std::string_view)> state;
 };
 
 // Returns once the volume is detached again (stop_fd or an outside stop), or an error if it could not

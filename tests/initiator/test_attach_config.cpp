@@ -167,7 +167,8 @@ TEST(AttachConfigErrors, MissingRequiredKeys) {
 # a comment first
 nqn: nqn.2024-11.io.rdmablk:vol1
 )"),
-            "a.yaml:2:1: address: missing (required: the target's IPv4 or IPv6 address, or host name)");
+            "a.yaml:2:1: address: missing (required: the target's IPv4 or IPv6 address, or host name; or a `paths` "
+            "list)");
   EXPECT_EQ(parse_error("address: 10.0.0.1\n"),
             "a.yaml:1:1: nqn: missing (required: the subsystem's NQN, e.g. nqn.2024-11.io.rdmablk:vol1)");
   EXPECT_EQ(parse_error(R"(
@@ -182,7 +183,7 @@ TEST(AttachConfigErrors, UnknownKeysWithASuggestion) {
   EXPECT_EQ(parse_error(with("ctrl-loss-tmo: 5\n")),
             "a.yaml:3:1: ctrl-loss-tmo: unknown key (did you mean 'ctrl_loss_tmo'?)");
   EXPECT_EQ(parse_error(with("colour: blue\n")),
-            "a.yaml:3:1: colour: unknown key (expected one of: transport, address, port, nqn, nsid, mode, hostnqn, "
+            "a.yaml:3:1: colour: unknown key (expected one of: transport, address, paths, port, nqn, nsid, mode, hostnqn, "
             "hostid, nr_io_queues, queue_size, ctrl_loss_tmo, reconnect_delay, keep_alive_tmo, dhchap_secret, "
             "dhchap_secret_file, dhchap_ctrl_secret, dhchap_ctrl_secret_file, tls, tls_key, tls_key_file)");
 }
@@ -253,6 +254,110 @@ TEST(AttachConfigErrors, BadAddresses) {
             "a.yaml:2:10: address: '-x.example' is not a valid host name (expected an IPv4 or IPv6 address, or a "
             "host name)");
   EXPECT_EQ(error_for("\"\""), "a.yaml:2:10: address: must not be empty");
+}
+
+// --- several paths (userspace multipath) -----------------------------------------------------------
+
+TEST(AttachConfig, OneAddressIsOnePath) {
+  AttachConfig c = parse_ok(kRequired);
+  ASSERT_EQ(c.paths.size(), 1u);
+  EXPECT_TRUE(same_path(c.paths[0], c.address));
+}
+
+TEST(AttachConfig, PathsListWithDefaultsFromTheTop) {
+  AttachConfig c = parse_ok(R"(
+nqn: nqn.2024-11.io.rdmablk:vol1
+port: 4430
+transport: rdma
+paths:
+  - address: 10.0.0.1
+  - address: "[fe80::2]"
+    port: 4421
+  - {address: target-b.example.org, transport: tcp}
+)");
+  ASSERT_EQ(c.paths.size(), 3u);
+  EXPECT_EQ(c.paths[0].type, TransportType::rdma);
+  EXPECT_EQ(c.paths[0].traddr, "10.0.0.1");
+  EXPECT_EQ(c.paths[0].trsvcid, 4430);  // the top-level port is the default
+  EXPECT_EQ(c.paths[1].traddr, "fe80::2");
+  EXPECT_EQ(c.paths[1].trsvcid, 4421);
+  EXPECT_EQ(c.paths[2].type, TransportType::tcp);
+  EXPECT_EQ(c.paths[2].traddr, "target-b.example.org");
+  EXPECT_EQ(c.paths[2].trsvcid, 4430);
+  EXPECT_TRUE(same_path(c.address, c.paths[0]));  // `address` is the first path
+}
+
+TEST(AttachConfigErrors, Paths) {
+  constexpr std::string_view nqn = "nqn: nqn.2024-11.io.rdmablk:vol1\n";
+  auto error_for = [&](std::string_view rest) { return parse_error(std::string(nqn) + std::string(rest)); };
+  EXPECT_EQ(error_for("address: 10.0.0.1\npaths:\n  - address: 10.0.0.2\n"),
+            "a.yaml:3:1: paths: give address (one path) or paths (several), not both");
+  EXPECT_EQ(error_for("paths: []\n"), "a.yaml:2:8: paths: empty list (at least one path: - address: ...)");
+  EXPECT_EQ(error_for("paths:\n"), "a.yaml:2:1: paths: missing value (expected a list of paths: - address: ...)");
+  EXPECT_EQ(error_for("paths: 10.0.0.1\n"), "a.yaml:2:8: paths: expected a list of paths (- address: ...), got '10.0.0.1'");
+  EXPECT_EQ(error_for("paths:\n  - 10.0.0.1\n"), "a.yaml:3:5: paths[0]: expected a mapping (address, port, transport)");
+  EXPECT_EQ(error_for("paths:\n  - port: 4420\n"),
+            "a.yaml:3:5: paths[0].address: missing (required: the target's IPv4 or IPv6 address, or host name)");
+  EXPECT_EQ(error_for("paths:\n  - address: 10.0.0.1\n    prot: 4421\n"),
+            "a.yaml:4:5: paths[0].prot: unknown key (did you mean 'port'?)");
+  EXPECT_EQ(error_for("paths:\n  - address: 10.0.0.300\n"),
+            "a.yaml:3:14: paths[0].address: '10.0.0.300' is not a valid IPv4 address");
+  EXPECT_EQ(error_for("paths:\n  - address: 10.0.0.1\n    port: 0\n"),
+            "a.yaml:4:11: paths[0].port: 0 is out of range (expected 1..65535)");
+  EXPECT_EQ(error_for("paths:\n  - address: 10.0.0.1\n    transport: fc\n"),
+            "a.yaml:4:16: paths[0].transport: unknown transport 'fc' (expected tcp or rdma)");
+  EXPECT_EQ(error_for("paths:\n  - address: 10.0.0.1\n  - address: 10.0.0.2\n  - {address: 10.0.0.1, port: 4420}\n"),
+            "a.yaml:5:5: paths[2]: the same path as paths[0]");
+  EXPECT_EQ(error_for("mode: kernel\npaths:\n  - address: 10.0.0.1\n  - address: 10.0.0.2\n"),
+            "a.yaml:3:1: paths: mode kernel takes one address (the kernel's native multipath joins controllers "
+            "connected one by one)");
+}
+
+TEST(AttachPathValue, AddressPortForms) {
+  auto ok = [](std::string_view v) {
+    auto a = parse_path_value(v, TransportType::tcp, 4500);
+    EXPECT_TRUE(a) << v << ": " << a.error().message;
+    return a ? *a : rdmablk::transport::TransportAddress{};
+  };
+  auto a = ok("10.0.0.1");
+  EXPECT_EQ(a.traddr, "10.0.0.1");
+  EXPECT_EQ(a.trsvcid, 4500);  // the default (-s)
+  EXPECT_EQ(a.type, TransportType::tcp);
+  a = ok("10.0.0.1:4421");
+  EXPECT_EQ(a.traddr, "10.0.0.1");
+  EXPECT_EQ(a.trsvcid, 4421);
+  a = ok("[fe80::1]:4422");
+  EXPECT_EQ(a.traddr, "fe80::1");
+  EXPECT_EQ(a.trsvcid, 4422);
+  a = ok("[::1]");
+  EXPECT_EQ(a.traddr, "::1");
+  EXPECT_EQ(a.trsvcid, 4500);
+  a = ok("fe80::1");  // two colons: a bare IPv6 address, no port
+  EXPECT_EQ(a.traddr, "fe80::1");
+  EXPECT_EQ(a.trsvcid, 4500);
+  a = ok("target-a.example.org:65535");
+  EXPECT_EQ(a.traddr, "target-a.example.org");
+  EXPECT_EQ(a.trsvcid, 65535);
+  EXPECT_EQ(parse_path_value("10.0.0.1", TransportType::rdma, 4420)->type, TransportType::rdma);
+}
+
+TEST(AttachPathValue, Errors) {
+  auto error = [](std::string_view v) {
+    auto a = parse_path_value(v, TransportType::tcp, 4420);
+    EXPECT_FALSE(a) << v;
+    return a ? std::string() : a.error().message;
+  };
+  const std::string forms = " (expected ADDR, ADDR:PORT or [IPv6]:PORT)";
+  EXPECT_EQ(error(""), "-a '': empty" + forms);
+  EXPECT_EQ(error("10.0.0.1:"), "-a '10.0.0.1:': empty port" + forms);
+  EXPECT_EQ(error(":4420"), "-a ':4420': empty address" + forms);
+  EXPECT_EQ(error("10.0.0.1:http"), "-a '10.0.0.1:http': port 'http' is not a number in 1..65535" + forms);
+  EXPECT_EQ(error("10.0.0.1:65536"), "-a '10.0.0.1:65536': port '65536' is not a number in 1..65535" + forms);
+  EXPECT_EQ(error("10.0.0.1:0"), "-a '10.0.0.1:0': port '0' is not a number in 1..65535" + forms);
+  EXPECT_EQ(error("[fe80::1"), "-a '[fe80::1': no ']' after the IPv6 address" + forms);
+  EXPECT_EQ(error("[fe80::1]4420"), "-a '[fe80::1]4420': expected ':PORT' after ']'" + forms);
+  EXPECT_EQ(error("10.0.0.300:4420"), "-a '10.0.0.300:4420': '10.0.0.300' is not a valid IPv4 address" + forms);
+  EXPECT_EQ(error("[fe80::1::2]:1"), "-a '[fe80::1::2]:1': 'fe80::1::2' is not a valid IPv6 address" + forms);
 }
 
 TEST(AttachConfigErrors, MultiLineValuesStayOnOneLine) {

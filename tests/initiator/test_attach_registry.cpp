@@ -182,3 +182,71 @@ TEST_F(AttachRegistry, StoppingAnAlreadyGoneProcessSucceeds) {
   ASSERT_TRUE(stop_attachment(rec, std::chrono::milliseconds(100)));
   EXPECT_FALSE(fs::exists(dir_ / "run/ublk/ublkb6.json"));
 }
+
+namespace {
+
+AttachmentRecord two_paths(pid_t pid) {
+  AttachmentRecord r;
+  r.device = "/dev/ublkb3";
+  r.dev_id = 3;
+  r.pid = pid;
+  r.transport = "tcp";
+  r.traddr = "127.0.0.1";
+  r.trsvcid = "4421";
+  r.subnqn = "nqn.2024-11.io.rdmablk:shared";
+  r.nsid = 1;
+  r.state = "live";
+  r.paths = {{"tcp", "127.0.0.1", "4420", "connecting", "none", false},
+             {"tcp", "127.0.0.1", "4421", "live", "non-optimized", true}};
+  return r;
+}
+
+}  // namespace
+
+TEST_F(AttachRegistry, PathsRoundTrip) {
+  ASSERT_TRUE(write_attachment(two_paths(::getpid())));
+  // The file (and `list -o json`) carries each path's state, ANA state and which one is in use.
+  auto j = nlohmann::json::parse(std::ifstream(dir_ / "run/ublk/ublkb3.json"));
+  ASSERT_EQ(j["paths"].size(), 2u);
+  EXPECT_EQ(j["paths"][0]["trsvcid"], "4420");
+  EXPECT_EQ(j["paths"][0]["state"], "connecting");
+  EXPECT_EQ(j["paths"][0]["ana_state"], "none");
+  EXPECT_EQ(j["paths"][0]["in_use"], false);
+  EXPECT_EQ(j["paths"][1]["ana_state"], "non-optimized");
+  EXPECT_EQ(j["paths"][1]["in_use"], true);
+  EXPECT_EQ(j["trsvcid"], "4421");  // the top level names the path in use
+
+  auto back = find_attachment("/dev/ublkb3");
+  ASSERT_TRUE(back) << back.error().message;
+  ASSERT_EQ(back->paths.size(), 2u);
+  EXPECT_EQ(back->paths[0].state, "connecting");
+  EXPECT_EQ(back->paths[1].traddr, "127.0.0.1");
+  EXPECT_EQ(back->paths[1].ana, "non-optimized");
+  EXPECT_TRUE(back->paths[1].in_use);
+  EXPECT_FALSE(back->paths[0].in_use);
+}
+
+TEST_F(AttachRegistry, SinglePathRecordsHaveNoPaths) {
+  // As written before multipath: no "paths" key, and reading one still works.
+  ASSERT_TRUE(fs::create_directories(dir_ / "run/ublk"));
+  std::ofstream(dir_ / "run/ublk/ublkb5.json")
+      << R"({"device": "/dev/ublkb5", "dev_id": 5, "pid": )" << ::getpid()
+      << R"(, "transport": "rdma", "traddr": "10.0.0.1", "trsvcid": "4420", "subnqn": "nqn.2024-11.io.rdmablk:old",
+            "nsid": 2, "state": "live"})";
+  auto r = find_attachment("ublkb5");
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->traddr, "10.0.0.1");
+  EXPECT_TRUE(r->paths.empty());
+  EXPECT_FALSE(attachment_to_json(*r).contains("paths"));
+}
+
+TEST(AttachListing, OneLinePerAttachmentAndOnePerPath) {
+  AttachmentRecord one = two_paths(42);
+  one.paths.clear();
+  EXPECT_EQ(format_attachment(one),
+            "/dev/ublkb3 pid 42 tcp traddr=127.0.0.1,trsvcid=4421 nqn.2024-11.io.rdmablk:shared nsid 1 live\n");
+  EXPECT_EQ(format_attachment(two_paths(42)),
+            "/dev/ublkb3 pid 42 tcp traddr=127.0.0.1,trsvcid=4421 nqn.2024-11.io.rdmablk:shared nsid 1 live\n"
+            "  path tcp traddr=127.0.0.1,trsvcid=4420 connecting ana none\n"
+            "  path tcp traddr=127.0.0.1,trsvcid=4421 live ana non-optimized (in use)\n");
+}

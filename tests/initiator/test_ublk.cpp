@@ -211,6 +211,29 @@ TEST(UblkCli, AttachUsageErrors) {
   EXPECT_EQ(r.code, 2);
 }
 
+TEST(UblkCli, AttachSeveralPathsUsageErrors) {
+  const char* nqn = "nqn.2024-01.io.rdmablk:vol";
+  auto r = cli({"attach", "--userspace", "-a", "127.0.0.1:4420", "-a", "127.0.0.1", "-n", nqn});
+  EXPECT_EQ(r.code, 2);  // -s defaults to 4420: the same path twice
+  EXPECT_NE(r.err.find("-a 127.0.0.1: the same path is given twice"), std::string::npos) << r.err;
+  r = cli({"attach", "--userspace", "-a", "127.0.0.1:4420", "-a", "127.0.0.1:99999", "-n", nqn});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("port '99999' is not a number in 1..65535"), std::string::npos) << r.err;
+  r = cli({"attach", "--userspace", "-a", "[fe80::1", "-n", nqn});
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("no ']'"), std::string::npos) << r.err;
+}
+
+TEST(UblkCli, AttachTwoPathsGetsAsFarAsUblk) {
+  // Both values parse (ADDR:PORT and [IPv6]:PORT): the attach fails only where ublk is missing.
+  ::setenv("RDMABLK_UBLK_CONTROL", "/nonexistent/ublk-control", 1);
+  auto r = cli({"attach", "--userspace", "--foreground", "-a", "127.0.0.1:4420", "-a", "[::1]:4421", "-n",
+                "nqn.2024-01.io.rdmablk:vol"});
+  ::unsetenv("RDMABLK_UBLK_CONTROL");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("ublk is not available"), std::string::npos) << r.err;
+}
+
 TEST(UblkCli, DetachUnknownDevice) {
   ::setenv("RDMABLK_RUN_DIR", ::testing::TempDir().c_str(), 1);
   auto r = cli({"detach", "nqn.2024-01.io.rdmablk:nothing-attached"});
