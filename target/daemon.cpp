@@ -308,7 +308,13 @@ Result<std::string> Daemon::reload() {
     for (const auto& k : pending) keys += (keys.empty() ? "" : ", ") + k;
     spdlog::warn("changes to {} take effect at the next restart", keys);
   }
-  config->listeners = s.config.listeners;
+  // The listeners as started (endpoints, roles, TLS), each with the ANA states the file now gives it.
+  std::vector<ListenerConfig> listeners = s.config.listeners;
+  for (auto& l : listeners) {
+    for (const auto& n : config->listeners)
+      if (n.transport == l.transport && n.address == l.address && n.port == l.port && n.role == l.role) l.ana = n.ana;
+  }
+  config->listeners = std::move(listeners);
   auto summary = s.core->reload(*config);
   if (!summary) return tl::unexpected(summary.error());
   // A file or block device grown since it was opened (rbd images tell by themselves): like nvmet's

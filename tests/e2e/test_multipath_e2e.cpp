@@ -37,8 +37,7 @@ subsystems:
 )" + std::string(kRamNamespace);
 }
 
-// `rdmablk-target ctl ana set` on the io listener: what an operator moving the preferred path runs. (A
-// SIGHUP does not apply changed `ana` keys: the daemon keeps the listeners it started with.)
+// `rdmablk-target ctl ana set` on the io listener: what an operator moving the preferred path runs.
 ::testing::AssertionResult ana_set(const TargetProcess& t, const std::string& state) {
   auto r = run_process({RDMABLK_TARGET_BINARY, "ctl", "--socket", (t.dir() / "target.sock").string(), "ana", "set",
                         "--listener", "127.0.0.1:" + std::to_string(t.io_port()), "--group", "1", "--state", state},
@@ -56,6 +55,16 @@ std::optional<p::AnaState> read_state(rdmablk::initiator::Controller& c) {
   EXPECT_TRUE(log) << (log ? "" : log.error().message);
   if (!log) return std::nullopt;
   return ana_state_of(*log, 1, c.find_namespace(1)->id.anagrpid.get());
+}
+
+// Runs the controller's service() (what the supervisor's loop does) until an ANA Change notice came in.
+bool wait_ana_change(rdmablk::initiator::Controller& ctrl) {
+  for (auto until = std::chrono::steady_clock::now() + 30s; std::chrono::steady_clock::now() < until;) {
+    ctrl.service();
+    if (ctrl.take_ana_change()) return true;
+    std::this_thread::sleep_for(20ms);
+  }
+  return false;
 }
 
 // One read of block 0 through `io`, polled to its completion: the status the target answered.
@@ -98,13 +107,7 @@ TEST(MultipathE2e, AnaLogChangeNoticeAndPathStatus) {
   // The group becomes inaccessible on this listener: the outstanding AER completes with the ANA Change
   // notice, which service() (the supervisor's loop) picks up.
   ASSERT_TRUE(ana_set(t, "inaccessible"));
-  bool changed = false;
-  for (auto until = std::chrono::steady_clock::now() + 30s; !changed && std::chrono::steady_clock::now() < until;) {
-    ctrl->service();
-    changed = ctrl->take_ana_change();
-    if (!changed) std::this_thread::sleep_for(20ms);
-  }
-  ASSERT_TRUE(changed) << "no ANA Change notice within 30 s of ctl ana set\n" << t.log();
+  ASSERT_TRUE(wait_ana_change(*ctrl)) << "no ANA Change notice within 30 s of ctl ana set\n" << t.log();
   ASSERT_FALSE(ctrl->failed()) << ctrl->failure();
   EXPECT_EQ(read_state(*ctrl), p::AnaState::inaccessible);
 
@@ -116,16 +119,27 @@ TEST(MultipathE2e, AnaLogChangeNoticeAndPathStatus) {
 
   // The notice was re-armed (service() submits a new AER): the way back is announced too.
   ASSERT_TRUE(ana_set(t, "non_optimized"));
-  changed = false;
-  for (auto until = std::chrono::steady_clock::now() + 30s; !changed && std::chrono::steady_clock::now() < until;) {
-    ctrl->service();
-    changed = ctrl->take_ana_change();
-    if (!changed) std::this_thread::sleep_for(20ms);
-  }
-  ASSERT_TRUE(changed) << "no second ANA Change notice\n" << t.log();
+  ASSERT_TRUE(wait_ana_change(*ctrl)) << "no second ANA Change notice\n" << t.log();
   EXPECT_EQ(read_state(*ctrl), p::AnaState::non_optimized);
   io->disconnect();
   io.reset();
+  EXPECT_TRUE(ctrl->shutdown());
+}
+
+// Editing a listener's `ana` keys and reloading (SIGHUP) applies them: the listener stays bound as started,
+// its group states follow the file, and the controllers on it get the ANA Change notice.
+TEST(MultipathE2e, ReloadAppliesChangedAnaKeys) {
+  TargetProcess t;
+  ASSERT_TRUE(t.start(config_with_ana("optimized")));
+  auto ctrl = connect_or_fail(controller_options(t.io_port(), kSubnqn, kHostA, 30'000), t);
+  ASSERT_TRUE(ctrl);
+  ASSERT_TRUE(ctrl->enable_ana_events());
+  EXPECT_EQ(read_state(*ctrl), p::AnaState::optimized);
+  ASSERT_TRUE(t.reload(config_with_ana("non_optimized")));
+  ASSERT_TRUE(wait_ana_change(*ctrl)) << "no ANA Change notice after the reload\n" << t.log();
+  EXPECT_EQ(read_state(*ctrl), p::AnaState::non_optimized);
+  EXPECT_NE(t.log().find("ANA changes 1"), std::string::npos) << t.log();
+  EXPECT_EQ(t.log().find("take effect at the next restart"), std::string::npos) << t.log();
   EXPECT_TRUE(ctrl->shutdown());
 }
 
