@@ -144,6 +144,27 @@ Result<std::shared_ptr<RadosCluster>> shared_cluster(const RbdOptions& o) {
   return c;
 }
 
+// Threads librados / librbd start (and our closer thread) must never take the daemon's signals: SIGTERM and
+// SIGHUP belong to its signalfd, and a thread with them unblocked would be killed by SIGTERM. The daemon
+// blocks them only once its config is checked, and that check already connects to the cluster (whose
+// connection may be reused, its threads with it). So every call that may start library threads runs with
+// the asynchronous signals blocked; the threads inherit that mask. Faults (SIGSEGV, ...) stay unblocked.
+class AsyncSignalsBlocked {
+ public:
+  AsyncSignalsBlocked() {
+    sigset_t set;
+    sigfillset(&set);
+    for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS}) sigdelset(&set, sig);
+    pthread_sigmask(SIG_BLOCK, &set, &old_);
+  }
+  ~AsyncSignalsBlocked() { pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
+  AsyncSignalsBlocked(const AsyncSignalsBlocked&) = delete;
+  AsyncSignalsBlocked& operator=(const AsyncSignalsBlocked&) = delete;
+
+ private:
+  sigset_t old_{};
+};
+
 // --- closing images off the I/O path -----------------------------------------------------------------
 
 // Closing an image waits for the cluster (the cache's flush, the exclusive lock's release, the watch):
@@ -160,14 +181,10 @@ class ImageCloser {
   void add(std::function<void()> job) {
     std::lock_guard lock(mu_);
     if (!thread_.joinable()) {
-      // The thread must never take the daemon's signals (SIGTERM, SIGHUP go to its signalfd); the first
-      // close may come before the daemon blocks them (--check-config opens and drops images), so the thread
-      // starts with every signal blocked.
-      sigset_t all, old;
-      sigfillset(&all);
-      pthread_sigmask(SIG_SETMASK, &all, &old);
+      // The first close may come before the daemon blocks its signals (the config check opens and drops
+      // images): see AsyncSignalsBlocked.
+      AsyncSignalsBlocked blocked;
       thread_ = std::thread([this] { run(); });
-      pthread_sigmask(SIG_SETMASK, &old, nullptr);
     }
     jobs_.push_back(std::move(job));
     ++pending_;
@@ -471,6 +488,7 @@ Result<std::unique_ptr<Queue>> RbdBackend::open_queue(const QueueOptions& opts) 
 }  // namespace
 
 Result<std::unique_ptr<Backend>> open_rbd_backend(const RbdOptions& o) {
+  AsyncSignalsBlocked blocked;  // librados and librbd start their threads in here
   if (o.pool.empty()) return make_error("rbd backend: pool is required", EINVAL);
   if (o.image.empty()) return make_error("rbd backend: image is required", EINVAL);
   if (!detail::valid_block_size(o.block_size))
