@@ -686,7 +686,7 @@ void TargetCore::publish_tables(const TableUpdates& tables, EventReleases notify
 
 unsigned TargetCore::refresh_namespace_sizes() {
   // 1. Ask every backend, without the lock (librbd may wait on the cluster).
-  std::vector<std::pair<std::shared_ptr<Subsystem>, std::shared_ptr<const NamespaceTable>>> current;
+  TableUpdates current;  // each subsystem with its table as it is now
   {
     std::lock_guard lock(mu_);
     for (const auto& [nqn, sub] : subsystems_) current.emplace_back(sub, sub->table);
