@@ -24,7 +24,7 @@
 // Reactors: --reactors N runs N reactor threads, each pinned to its own CPU (the i-th CPU the process may
 // run on, so `taskset -c 1` still picks CPU 1, or the i-th of --cpus), each with what the daemon gives a
 // reactor (transport::Reactor + ReactorAdapter + its own BufferPool, made on the main thread like
-// target/daemon.cpp does; TargetCore::create gets all N, so it keeps one ReactorState per reactor) and its
+// target/daemon/daemon.cpp does; TargetCore::create gets all N, so it keeps one ReactorState per reactor) and its
 // own fake CQ, host and QP. Queues are created on their reactor's thread, which is how the core assigns
 // them to a reactor (TargetCore::on_queue_created -> CoreReactor::on_thread). --controllers shared
 // (default): one controller (admin queue on reactor 0), I/O queue i + 1 on reactor i, as a Linux host
@@ -121,10 +121,10 @@
 #include "protocol/properties.h"
 #include "protocol/rdma_cm.h"
 #include "protocol/sgl.h"
-#include "target/config.h"
-#include "target/core.h"
-#include "target/core_reactor.h"
-#include "target/transport_options.h"
+#include "target/config/config.h"
+#include "target/core/core.h"
+#include "target/core/core_reactor.h"
+#include "target/daemon/transport_options.h"
 #include "transport/buffer_pool.h"
 #include "transport/rdma/rdma_queue.h"
 #include "transport/reactor.h"
@@ -762,7 +762,7 @@ struct Bench {
   void setup() {
     config = bench_config(cfg);
     const auto cpus = pick_cpus(cfg);
-    // Like the daemon (target/daemon.cpp): the reactors, their adapters and buffer pools are made on the main
+    // Like the daemon (target/daemon/daemon.cpp): the reactors, their adapters and buffer pools are made on the main
     // thread; the core gets all of them.
     std::vector<target::CoreReactor*> reactors;
     for (unsigned i = 0; i < cfg.reactors; ++i) {

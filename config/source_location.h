@@ -1,5 +1,5 @@
 // Where a value came from in a configuration file. Its own header, without yaml-cpp, so that the
-// models that record locations (target/config.h) need not pull yaml-cpp into every file including them.
+// models that record locations (target/config/config.h) need not pull yaml-cpp into every file including them.
 #pragma once
 
 namespace rdmablk::config {

@@ -1,4 +1,4 @@
-// The diagnostics shared by rdmablk's YAML configuration files: the target daemon's (target/config.cpp)
+// The diagnostics shared by rdmablk's YAML configuration files: the target daemon's (target/config/config.cpp)
 // and an attached volume's (initiator/attach_config.cpp). Every error in either is one line
 //
 //     FILE:LINE:COL: FIELD: problem

@@ -3,7 +3,7 @@
 // /etc/rdmablk/attach/NAME.yaml at boot. configs/attach.yaml documents every key and its default.
 //
 // Parsing is pure (text in, AttachConfig or one error out). Every error is one line, in the same form
-// as the target's configuration (target/config.h):
+// as the target's configuration (target/config/config.h):
 //
 //     FILE:LINE:COL: FIELD: problem
 //

@@ -15,8 +15,8 @@
 
 #include "fuzz_util.h"
 #include "protocol/fabrics.h"
-#include "target/control_api.h"
-#include "target/status.h"
+#include "target/control/control_api.h"
+#include "target/core/status.h"
 
 namespace {
 

@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "fuzz_util.h"
-#include "target/metrics_http.h"
+#include "target/metrics/metrics_http.h"
 
 namespace {
 

@@ -12,7 +12,7 @@
 #include <string_view>
 
 #include "fuzz_util.h"
-#include "target/config.h"
+#include "target/config/config.h"
 
 namespace tg = rdmablk::target;
 

@@ -32,9 +32,9 @@
 #include "protocol/properties.h"
 #include "protocol/sgl.h"
 #include "protocol/status.h"
-#include "target/config.h"
-#include "target/core.h"
-#include "target/core_reactor.h"
+#include "target/config/config.h"
+#include "target/core/core.h"
+#include "target/core/core_reactor.h"
 #include "transport/target_queue.h"
 #include "transport/target_queue_base.h"
 

@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "target/config.h"
+#include "target/config/config.h"
 
 namespace rdmablk::target::testing {
 

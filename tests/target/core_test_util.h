@@ -26,9 +26,9 @@
 #include "protocol/log_pages.h"
 #include "protocol/properties.h"
 #include "protocol/sgl.h"
-#include "target/config.h"
-#include "target/core.h"
-#include "target/core_reactor.h"
+#include "target/config/config.h"
+#include "target/core/core.h"
+#include "target/core/core_reactor.h"
 #include "transport/target_queue.h"
 
 namespace rdmablk::target::testing {

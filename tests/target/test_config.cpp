@@ -9,9 +9,9 @@
 #include <fstream>
 #include <string>
 
-#include "target/config.h"
+#include "target/config/config.h"
 #include "target/config_test_util.h"
-#include "target/subsystem.h"
+#include "target/core/subsystem.h"
 #include "temp_dir.h"
 
 namespace {

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "target/config.h"
+#include "target/config/config.h"
 #include "target/config_test_util.h"
 
 namespace {

@@ -10,7 +10,7 @@
 #include <string>
 
 #include "security/dhchap_key.h"
-#include "target/config.h"
+#include "target/config/config.h"
 #include "temp_dir.h"
 
 namespace {

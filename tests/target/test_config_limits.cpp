@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "target/config.h"
-#include "target/transport_options.h"
+#include "target/config/config.h"
+#include "target/daemon/transport_options.h"
 
 namespace {
 

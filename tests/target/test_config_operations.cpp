@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "target/config.h"
+#include "target/config/config.h"
 
 namespace {
 

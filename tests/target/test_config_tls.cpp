@@ -12,8 +12,8 @@
 
 #include "protocol/log_pages.h"
 #include "security/tls_psk.h"
-#include "target/config.h"
-#include "target/transport_options.h"
+#include "target/config/config.h"
+#include "target/daemon/transport_options.h"
 #include "temp_dir.h"
 
 namespace {

@@ -14,8 +14,8 @@
 #include <string>
 #include <thread>
 
-#include "target/control_api.h"
-#include "target/control_server.h"
+#include "target/control/control_api.h"
+#include "target/control/control_server.h"
 
 namespace rdmablk::target {
 namespace {

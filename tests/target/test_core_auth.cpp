@@ -1,4 +1,4 @@
-// Target core: DH-HMAC-CHAP in-band authentication over Authentication Send / Receive (target/auth_commands.cpp),
+// Target core: DH-HMAC-CHAP in-band authentication over Authentication Send / Receive (target/commands/auth.cpp),
 // driven by the host side state machine (security::dhchap::HostAuthSession) through the fake transport queue:
 // the Connect response's AUTHREQ.ATR, Authentication Required for everything but fabrics commands until the
 // queue authenticated, admin and I/O queues, uni- and bidirectional, wrong secrets, re-authentication, hosts
@@ -8,7 +8,7 @@
 #include "protocol/auth.h"
 #include "security/dhchap_key.h"
 #include "security/dhchap_session.h"
-#include "target/control_api.h"
+#include "target/control/control_api.h"
 #include "target/core_test_util.h"
 
 namespace rdmablk::target::testing {

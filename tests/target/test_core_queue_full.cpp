@@ -5,7 +5,7 @@
 
 #include "backend/backend.h"
 #include "target/core_test_util.h"
-#include "target/subsystem.h"
+#include "target/core/subsystem.h"
 
 namespace rdmablk::target::testing {
 namespace {

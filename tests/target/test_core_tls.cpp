@@ -3,7 +3,7 @@
 // `tls: optional` listener is served, also for a host with a PSK (as nvmet with TREQ "not required"); the
 // discovery log's TREQ/TSAS follow each listener's policy.
 #include "security/tls_psk.h"
-#include "target/control_api.h"
+#include "target/control/control_api.h"
 #include "target/core_test_util.h"
 
 namespace rdmablk::target::testing {

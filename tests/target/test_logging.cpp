@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "target/logging.h"
+#include "target/daemon/logging.h"
 
 using rdmablk::target::parse_log_level;
 

@@ -17,7 +17,7 @@
 #include "protocol/fabrics.h"
 #include "protocol/status.h"
 #include "promtool.h"
-#include "target/metrics.h"
+#include "target/metrics/metrics.h"
 
 namespace {
 

@@ -22,8 +22,8 @@
 #include <thread>
 #include <vector>
 
-#include "target/metrics.h"
-#include "target/metrics_http.h"
+#include "target/metrics/metrics.h"
+#include "target/metrics/metrics_http.h"
 
 namespace {
 

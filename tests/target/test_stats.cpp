@@ -2,7 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "protocol/status.h"
-#include "target/stats.h"
+#include "target/core/stats.h"
 
 namespace rdmablk::target::stats {
 namespace {

@@ -357,7 +357,7 @@ TEST(TcpTls, OptionalTakesTlsAndPlainHosts) {
   EXPECT_FALSE(bad);
 }
 
-// The core's connect timeout (target/core.cpp start_connect_timer) starts at on_queue_created, which the TLS
+// The core's connect timeout (target/core/core.cpp start_connect_timer) starts at on_queue_created, which the TLS
 // connection raises before its handshake: a host that stalls mid-handshake is closed by it like a silent
 // plain one. Here the test plays the core's timer: close() on the queue, on its reactor.
 TEST(TcpTls, StalledHandshakeIsClosedByTheConnectTimeoutPath) {

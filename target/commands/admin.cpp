@@ -1,0 +1,536 @@
+// Admin commands of I/O and discovery controllers: Identify, Get Log Page, Set/Get Features, Asynchronous
+// Event Request, Keep Alive, Abort (NVMe Base 2.0, 5; values as the Linux kernel target reports them).
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+
+#include "protocol/ana.h"
+#include "protocol/identify.h"
+#include "protocol/log_pages.h"
+#include "target/core/core_internal.h"
+
+namespace rdmablk::target {
+
+namespace {
+
+using protocol::AdminOpcode;
+using transport::DataDirection;
+
+template <typename T>
+std::vector<uint8_t> to_bytes(const T& v) {
+  std::vector<uint8_t> out(sizeof(T));
+  std::memcpy(out.data(), &v, sizeof(T));
+  return out;
+}
+
+template <std::size_t N>
+void pad(std::array<char, N>& field, std::string_view s, char fill = ' ') noexcept {
+  protocol::set_padded(field, s.data(), s.size(), fill);
+}
+
+std::vector<uint8_t> identify_namespace_data(const Namespace& ns) {
+  protocol::IdentifyNamespace id{};
+  const auto& geo = ns.geometry;
+  id.nsze.set(geo.num_blocks);
+  id.ncap.set(geo.num_blocks);
+  id.nuse.set(geo.num_blocks);
+  if (geo.caps.deallocate) id.nsfeat |= protocol::idns::kNsfeatThinProvisioning;
+  id.nlbaf = 0;
+  id.flbas = 0;
+  id.lbaf[0].lbads = ns.lbads;
+  id.nmic = protocol::idns::kNmicShared;
+  if (geo.caps.deallocate && geo.caps.deallocated_reads_zeroes)
+    id.dlfeat = protocol::idns::kDlfeatReadZeroes | protocol::idns::kDlfeatWriteZeroesDeallocate;
+  id.nvmcap.set(geo.num_blocks * geo.block_size);
+  if (ns.read_only) id.nsattr |= protocol::idns::kNsattrWriteProtected;
+  id.nguid = ns.config.nguid;
+  id.anagrpid.set(ns.ana_group.load(std::memory_order_relaxed));
+  return to_bytes(id);
+}
+
+// I/O Command Set Independent Identify Namespace (CNS 0x08, Base 2.0 Figure 280).
+std::vector<uint8_t> identify_cs_independent_data(const Namespace& ns) {
+  std::vector<uint8_t> out(protocol::kIdentifyDataSize, 0);
+  if (ns.geometry.caps.deallocate) out[0] |= protocol::idns::kNsfeatThinProvisioning;  // NSFEAT
+  out[1] = protocol::idns::kNmicShared;                                                 // NMIC
+  const uint32_t anagrpid = ns.ana_group.load(std::memory_order_relaxed);               // ANAGRPID, bytes 7:4
+  for (int i = 0; i < 4; ++i) out[4 + i] = static_cast<uint8_t>(anagrpid >> (8 * i));
+  out[8] = ns.read_only ? protocol::idns::kNsattrWriteProtected : 0;                    // NSATTR
+  out[14] = 1;                                                                         // NSTAT: ready
+  return out;
+}
+
+uint32_t supported_aec(const Controller& ctrl) noexcept {
+  return ctrl.discovery ? protocol::kAecDiscoveryLogChange
+                        : protocol::kAecSmartMask | protocol::kAecNamespaceAttribute | protocol::kAecAnaChange;
+}
+
+}  // namespace
+
+void TargetCore::handle_admin(CoreQueue& q, TargetRequest& req) noexcept {
+  Controller& ctrl = *q.ctrl;
+  if (Status s = check_common_flags(req.sqe.hdr); !s.ok()) {
+    finish(req, s);
+    return;
+  }
+  if (!ctrl.ready.load(std::memory_order_relaxed)) {
+    finish(req, st::command_sequence_error);  // CC.EN = 0 or CSTS.RDY = 0
+    return;
+  }
+  ctrl.touch_if_traffic_based();
+  const auto op = static_cast<AdminOpcode>(req.sqe.hdr.opcode);
+  switch (op) {
+    case AdminOpcode::get_log_page:
+      get_log_page(q, req);
+      return;
+    case AdminOpcode::identify:
+      identify(q, req);
+      return;
+    case AdminOpcode::set_features:
+      set_features(q, req);
+      return;
+    case AdminOpcode::get_features:
+      get_features(q, req);
+      return;
+    case AdminOpcode::async_event_request:
+      async_event_request(q, req);
+      return;
+    case AdminOpcode::keep_alive:
+      ctrl.touch();
+      finish(req, st::success);
+      return;
+    case AdminOpcode::abort:
+      if (ctrl.discovery) break;
+      finish(req, st::success, 1);  // DW0 bit 0: command not aborted (like nvmet)
+      return;
+    default:
+      break;
+  }
+  finish(req, st::invalid_opcode);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Identify
+// ---------------------------------------------------------------------------------------------------------
+
+std::vector<uint8_t> TargetCore::identify_controller_data(const Controller& ctrl) const {
+  protocol::IdentifyController id{};
+  namespace ic = protocol::idctl;
+  const bool io = !ctrl.discovery;
+  pad(id.sn, io ? std::string_view(ctrl.subsys->serial) : std::string_view(discovery_serial_));
+  pad(id.mn, io ? std::string_view(ctrl.subsys->model) : std::string_view("rdmablk discovery"));
+  pad(id.fr, options_.firmware_revision);
+  id.rab = 6;
+  if (io) id.cmic = ic::kCmicMultiPort | ic::kCmicMultiController | ic::kCmicAna;
+  // MDTS in units of CAP.MPSMIN (4 KiB), as a power of two.
+  if (io) id.mdts = static_cast<uint8_t>(std::countr_zero(limits_.max_io_size / 4096u));
+  id.cntlid.set(ctrl.cntlid);
+  id.ver.set(target_version());
+  id.oaes.set(io ? ic::kOaesNamespaceAttribute | ic::kOaesAnaChange : ic::kOaesDiscoveryLogChange);
+  id.ctratt.set(ic::kCtrattHostId128 | (ctrl.traffic_based_keep_alive ? ic::kCtrattTbkas : 0u));
+  id.cntrltype = io ? ic::kCntrltypeIo : ic::kCntrltypeDiscovery;
+  id.acl = 3;
+  id.aerl = kAsyncEventSlots - 1;
+  id.frmw = ic::kFrmwSlot1ReadOnly | (1u << 1);  // one slot, read only
+  id.lpa = io ? (ic::kLpaSmartPerNamespace | ic::kLpaCommandEffects | ic::kLpaExtendedData) : ic::kLpaExtendedData;
+  id.elpe = kErrorLogEntries - 1;
+  id.npss = 0;
+  id.kas.set(10);  // keep alive granularity: 100 ms units -> 1 s
+  id.sqes = ic::kSqes64;
+  id.cqes = ic::kCqes16;
+  id.maxcmd.set(static_cast<uint16_t>(limits_.io_queue_depth));
+  if (io) {
+    const NamespaceTable& table = *ctrl.subsys->table;
+    const uint32_t nn = std::max<uint32_t>(1024, table.max_nsid());
+    id.nn.set(nn);
+    // MNAN sizes the host's ANA log buffer (NANAGRPID descriptors + MNAN NSIDs, checked against MDTS): the
+    // namespaces there can be, not the largest NSID, and never above NN (nvme_mpath_init_identify).
+    id.mnan.set(static_cast<uint32_t>(std::max<std::size_t>(1024, table.namespaces.size())));
+    // ANA (nvmet's values): every state reportable; ANAGRPID may change while attached (a reload moves a
+    // namespace), so ANACAP bit 6 stays clear; no Namespace Management, so bit 7 too.
+    id.anatt = kAnaTransitionTime;
+    id.anacap = ic::kAnacapOptimized | ic::kAnacapNonOptimized | ic::kAnacapInaccessible |
+                ic::kAnacapPersistentLoss | ic::kAnacapChange;
+    id.anagrpmax.set(kAnaGroupMax);
+    id.nanagrpid.set(kAnaGroupMax);
+    id.oncs.set(ic::kOncsDsm | ic::kOncsWriteZeroes);
+    if (table.any_volatile_cache()) id.vwc = ic::kVwcPresent | ic::kVwcFlushAllNotSupported;
+  }
+  uint32_t sgls = ic::kSglsSupported | ic::kSglsOffset;
+  sgls |= ctrl.trtype == transport::TransportType::rdma ? ic::kSglsKeyed : ic::kSglsTransport;
+  id.sgls.set(sgls);
+  const std::string_view subnqn = io ? std::string_view(ctrl.subsys->nqn) : protocol::kDiscoveryNqn;
+  pad(id.subnqn, subnqn, '\0');
+  id.ioccsz.set((64 + limits_.io_inline_data) / 16);
+  id.iorcsz.set(1);
+  id.icdoff.set(0);
+  id.fcatt = 0;  // dynamic controller model
+  id.msdbd = 1;
+  id.psd[0].mp.set(0x9c4);
+  id.psd[0].enlat.set(0x10);
+  id.psd[0].exlat.set(0x4);
+  return to_bytes(id);
+}
+
+void TargetCore::identify(CoreQueue& q, TargetRequest& req) noexcept {
+  const auto cmd = protocol::as<protocol::IdentifyCommand>(req.sqe);
+  if (Status s = check_data(req, DataDirection::controller_to_host, protocol::kIdentifyDataSize); !s.ok()) {
+    finish(req, s);
+    return;
+  }
+  const Controller& ctrl = *q.ctrl;
+  const uint32_t nsid = cmd.hdr.nsid.get();
+  if (ctrl.discovery && cmd.cns() != protocol::Cns::controller) {
+    finish(req, st::invalid_field);
+    return;
+  }
+  std::vector<uint8_t> data;
+  Status status = st::success;
+  {
+    std::lock_guard lock(mu_);
+    std::shared_ptr<const NamespaceTable> table = ctrl.discovery ? nullptr : ctrl.subsys->table;
+    auto find = [&](uint32_t id) -> const Namespace* {
+      const auto* p = table->find(id);
+      return p ? p->get() : nullptr;
+    };
+    switch (cmd.cns()) {
+      case protocol::Cns::controller:
+        data = identify_controller_data(ctrl);
+        break;
+      case protocol::Cns::namespace_:
+        if (nsid == 0 || nsid == protocol::kNsidAll) {
+          status = st::invalid_namespace;
+        } else if (const Namespace* ns = find(nsid)) {
+          data = identify_namespace_data(*ns);
+        }  // an inactive NSID: all zeroes (nvmet), so the host sees NCAP 0 and drops it
+        break;
+      case protocol::Cns::active_namespace_list:
+        if (nsid >= 0xFFFFFFFEu) {
+          status = st::invalid_namespace;
+        } else {
+          const auto ids = table->nsids();
+          data = to_bytes(protocol::make_active_namespace_list(ids, nsid));
+        }
+        break;
+      case protocol::Cns::ns_id_descriptor_list:
+        if (const Namespace* ns = find(nsid)) {
+          protocol::NamespaceIds ids;
+          ids.nguid = ns->config.nguid;
+          ids.uuid = ns->config.uuid;
+          ids.csi = static_cast<uint8_t>(protocol::Csi::nvm);
+          auto list = protocol::make_ns_id_descriptor_list(ids);
+          data.assign(list.begin(), list.end());
+        } else {
+          status = st::invalid_namespace;
+        }
+        break;
+      case protocol::Cns::io_independent_namespace:
+        if (nsid == 0 || nsid == protocol::kNsidAll) {
+          status = st::invalid_namespace;
+        } else if (const Namespace* ns = find(nsid)) {
+          data = identify_cs_independent_data(*ns);
+        }
+        break;
+      default:
+        status = st::invalid_field;
+        break;
+    }
+  }
+  if (!status.ok()) {
+    finish(req, status);
+    return;
+  }
+  finish_with_data(req, data);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Get Log Page
+// ---------------------------------------------------------------------------------------------------------
+
+void TargetCore::get_log_page(CoreQueue& q, TargetRequest& req) noexcept {
+  const auto cmd = protocol::as<protocol::GetLogPageCommand>(req.sqe);
+  const uint64_t length = cmd.length_bytes();
+  if (length > UINT32_MAX) {
+    finish(req, st::data_sgl_length_invalid);
+    return;
+  }
+  if (Status s = check_data(req, DataDirection::controller_to_host, static_cast<uint32_t>(length)); !s.ok()) {
+    finish(req, s);
+    return;
+  }
+  const uint64_t offset = cmd.offset();
+  if (cmd.offset_is_index() || (offset & 3) != 0) {
+    finish(req, st::invalid_field);
+    return;
+  }
+  Controller& ctrl = *q.ctrl;
+  const auto lid = static_cast<protocol::LogPageId>(cmd.lid());
+  std::vector<uint8_t> page;
+  bool known = true;
+  Status status = st::success;
+  {
+    std::lock_guard lock(mu_);
+    if (ctrl.discovery) {
+      if (lid == protocol::LogPageId::discovery) {
+        page = discovery_log_locked(ctrl);
+        if (!cmd.rae()) ctrl.aen_masked &= ~kAenMaskDiscovery;
+      } else {
+        known = false;
+      }
+    } else {
+      switch (lid) {
+        case protocol::LogPageId::error_information: {
+          page.assign(kErrorLogEntries * sizeof(protocol::ErrorLogEntry), 0);
+          std::lock_guard elock(ctrl.error_mu);
+          const uint64_t n = std::min<uint64_t>(ctrl.error_count, kErrorLogEntries);
+          for (uint64_t i = 0; i < n; ++i) {  // newest first
+            const auto& e = ctrl.errors[(ctrl.error_count - 1 - i) % kErrorLogEntries];
+            std::memcpy(page.data() + i * sizeof(e), &e, sizeof(e));
+          }
+          break;
+        }
+        case protocol::LogPageId::smart_health: {
+          // NSID FFFFFFFFh (or 0): this controller's commands; an active NSID: that namespace's, from every
+          // host (as nvmet reports the backing device's counters). Counted when they complete.
+          const uint32_t nsid = req.sqe.hdr.nsid.get();
+          stats::IoStatsSnapshot io;
+          if (nsid == 0 || nsid == protocol::kNsidAll) {
+            io = controller_io_locked(ctrl);
+          } else if (ctrl.subsys->table->find(nsid) != nullptr) {
+            io = namespace_io(ctrl.subsys->nqn, nsid);
+          } else {
+            status = st::invalid_namespace;
+            break;
+          }
+          const auto& reads = io.op(stats::OpClass::read);
+          const auto& writes = io.op(stats::OpClass::write);
+          // Data units: thousands of 512-byte units, rounded up.
+          auto data_units = [](uint64_t bytes) { return (bytes / 512 + 999) / 1000; };
+          protocol::SmartLog log{};
+          log.available_spare = 100;
+          log.available_spare_threshold = 10;
+          log.composite_temperature.set(273 + 40);
+          log.data_units_read.set(data_units(reads.bytes));
+          log.data_units_written.set(data_units(writes.bytes));
+          log.host_read_commands.set(reads.commands);
+          log.host_write_commands.set(writes.commands);
+          {
+            std::lock_guard elock(ctrl.error_mu);
+            log.num_error_log_entries.set(ctrl.error_count);
+          }
+          page = to_bytes(log);
+          break;
+        }
+        case protocol::LogPageId::firmware_slot: {
+          protocol::FirmwareSlotLog log{};
+          log.afi = 1;
+          pad(log.frs[0], options_.firmware_revision);
+          page = to_bytes(log);
+          break;
+        }
+        case protocol::LogPageId::changed_namespace_list: {
+          protocol::ChangedNamespaceList log{};
+          if (ctrl.changed_overflow) {
+            log.nsid[0].set(protocol::kChangedNsOverflow);
+          } else {
+            auto list = ctrl.changed_namespaces;
+            std::sort(list.begin(), list.end());
+            for (std::size_t i = 0; i < list.size() && i < log.nsid.size(); ++i) log.nsid[i].set(list[i]);
+          }
+          if (!cmd.rae()) {
+            ctrl.changed_namespaces.clear();
+            ctrl.changed_overflow = false;
+            ctrl.aen_masked &= ~kAenMaskNamespace;
+          }
+          page = to_bytes(log);
+          break;
+        }
+        case protocol::LogPageId::ana: {
+          page = ana_log_locked(ctrl, (cmd.lsp() & protocol::kAnaLspRgo) != 0);
+          if (!cmd.rae()) ctrl.aen_masked &= ~kAenMaskAna;
+          break;
+        }
+        case protocol::LogPageId::commands_supported_effects: {
+          protocol::CommandEffectsLog log{};
+          namespace fx = protocol::effects;
+          for (auto op : {AdminOpcode::get_log_page, AdminOpcode::identify, AdminOpcode::abort,
+                          AdminOpcode::set_features, AdminOpcode::get_features, AdminOpcode::async_event_request,
+                          AdminOpcode::keep_alive})
+            log.acs[static_cast<uint8_t>(op)].set(fx::kCsupp);
+          log.iocs[static_cast<uint8_t>(protocol::IoOpcode::read)].set(fx::kCsupp);
+          log.iocs[static_cast<uint8_t>(protocol::IoOpcode::flush)].set(fx::kCsupp);
+          for (auto op : {protocol::IoOpcode::write, protocol::IoOpcode::write_zeroes,
+                          protocol::IoOpcode::dataset_management})
+            log.iocs[static_cast<uint8_t>(op)].set(fx::kCsupp | fx::kLbcc);
+          page = to_bytes(log);
+          break;
+        }
+        default:
+          known = false;
+          break;
+      }
+    }
+  }
+  if (!status.ok()) {
+    finish(req, status);
+    return;
+  }
+  if (!known || offset > page.size()) {
+    finish(req, st::invalid_field);
+    return;
+  }
+  finish_with_data(req, std::span<const uint8_t>(page).subspan(static_cast<std::size_t>(offset)));
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Features
+// ---------------------------------------------------------------------------------------------------------
+
+void TargetCore::set_features(CoreQueue& q, TargetRequest& req) noexcept {
+  const auto cmd = protocol::as<protocol::FeaturesCommand>(req.sqe);
+  Controller& ctrl = *q.ctrl;
+  if (cmd.save()) {
+    finish(req, st::feature_id_not_saveable);
+    return;
+  }
+  const auto fid = cmd.fid();
+  const uint32_t value = cmd.value();
+  uint32_t dw0 = 0;
+  Status status = st::success;
+  {
+    std::lock_guard lock(mu_);
+    if (ctrl.discovery && fid != protocol::FeatureId::keep_alive_timer &&
+        fid != protocol::FeatureId::async_event_configuration) {
+      status = st::invalid_field;
+    } else {
+      switch (fid) {
+        case protocol::FeatureId::number_of_queues: {
+          if (cmd.nsqr() == 0xFFFF || cmd.ncqr() == 0xFFFF) {
+            status = st::invalid_field;
+          } else if (ctrl.live_io_queue_count() > 0) {
+            status = st::command_sequence_error;  // only before I/O queues exist
+          } else {
+            const uint32_t max = limits_.max_io_queues;
+            const uint32_t nsq = std::min<uint32_t>(uint32_t{cmd.nsqr()} + 1, max);
+            const uint32_t ncq = std::min<uint32_t>(uint32_t{cmd.ncqr()} + 1, max);
+            ctrl.io_queues = static_cast<uint16_t>(std::min(nsq, ncq));
+            dw0 = protocol::number_of_queues_value(static_cast<uint16_t>(nsq - 1), static_cast<uint16_t>(ncq - 1));
+          }
+          break;
+        }
+        case protocol::FeatureId::async_event_configuration:
+          if ((value & ~supported_aec(ctrl)) != 0) {
+            status = st::invalid_field;
+          } else {
+            ctrl.aec = value;
+          }
+          break;
+        case protocol::FeatureId::keep_alive_timer: {
+          const uint32_t kato = std::min(value, limits_.keep_alive.max_timeout_ms);
+          ctrl.kato_ms = kato;
+          ctrl.touch();
+          start_keep_alive_locked(q.ctrl);  // no-op when already armed or kato is 0
+          break;
+        }
+        case protocol::FeatureId::volatile_write_cache:
+          ctrl.write_cache.store((value & 1u) != 0, std::memory_order_relaxed);
+          break;
+        case protocol::FeatureId::host_identifier:
+          status = st::command_sequence_error;  // fixed by Connect (nvmet likewise)
+          break;
+        default:
+          status = st::invalid_field;
+          break;
+      }
+    }
+  }
+  finish(req, status, dw0);
+}
+
+void TargetCore::get_features(CoreQueue& q, TargetRequest& req) noexcept {
+  const auto cmd = protocol::as<protocol::FeaturesCommand>(req.sqe);
+  Controller& ctrl = *q.ctrl;
+  const auto fid = cmd.fid();
+  const auto sel = cmd.sel();
+  if (static_cast<uint8_t>(sel) > 3) {
+    finish(req, st::invalid_field);
+    return;
+  }
+  const bool current = sel == protocol::FeatureSelect::current;
+  if (ctrl.discovery && fid != protocol::FeatureId::keep_alive_timer &&
+      fid != protocol::FeatureId::async_event_configuration) {
+    finish(req, st::invalid_field);
+    return;
+  }
+  constexpr uint32_t kChangeable = 1u << 2;  // supported capabilities: changeable
+  uint32_t dw0 = 0;
+  {
+    std::lock_guard lock(mu_);
+    const bool caps = sel == protocol::FeatureSelect::supported_capabilities;
+    switch (fid) {
+      case protocol::FeatureId::number_of_queues: {
+        const uint32_t n = (current ? ctrl.io_queues : limits_.max_io_queues) - 1;
+        dw0 = caps ? kChangeable : protocol::number_of_queues_value(static_cast<uint16_t>(n), static_cast<uint16_t>(n));
+        break;
+      }
+      case protocol::FeatureId::async_event_configuration:
+        dw0 = caps ? kChangeable : current ? ctrl.aec : 0;
+        break;
+      case protocol::FeatureId::keep_alive_timer:
+        dw0 = caps ? kChangeable : current ? ctrl.kato_ms : 0;
+        break;
+      case protocol::FeatureId::volatile_write_cache:
+        dw0 = caps ? kChangeable : (!current || ctrl.write_cache.load(std::memory_order_relaxed)) ? 1u : 0u;
+        break;
+      case protocol::FeatureId::arbitration:
+      case protocol::FeatureId::power_management:
+      case protocol::FeatureId::error_recovery:
+      case protocol::FeatureId::interrupt_coalescing:
+        dw0 = 0;
+        break;
+      case protocol::FeatureId::host_identifier:
+        break;
+      default:
+        finish(req, st::invalid_field);
+        return;
+    }
+  }
+  if (fid == protocol::FeatureId::host_identifier && sel != protocol::FeatureSelect::supported_capabilities) {
+    if ((cmd.cdw11.get() & 1u) == 0) {  // EXHID: we only have the 128-bit identifier
+      finish(req, st::invalid_field);
+      return;
+    }
+    if (Status s = check_data(req, DataDirection::controller_to_host, 16); !s.ok()) {
+      finish(req, s);
+      return;
+    }
+    finish_with_data(req, ctrl.hostid);
+    return;
+  }
+  finish(req, st::success, dw0);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Asynchronous Event Request
+// ---------------------------------------------------------------------------------------------------------
+
+void TargetCore::async_event_request(CoreQueue& q, TargetRequest& req) noexcept {
+  Controller& ctrl = *q.ctrl;
+  bool held = false;
+  {
+    std::lock_guard lock(mu_);
+    if (ctrl.aer_requests.size() < kAsyncEventSlots) {
+      ctrl.aer_requests.push_back(&req);  // capacity reserved at Connect
+      held = true;
+    }
+  }
+  if (!held) {
+    finish(req, st::async_event_request_limit_exceeded);
+    return;
+  }
+  deliver_events(ctrl);
+}
+
+}  // namespace rdmablk::target

@@ -1,0 +1,779 @@
+// Queue lifecycle, dispatch, completion, keep-alive, asynchronous events, reload and shutdown.
+#include "target/core/core.h"
+
+#include <atomic>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstring>
+#include <set>
+
+#include "target/core/core_internal.h"
+#include "transport/log_limit.h"
+
+namespace rdmablk::target {
+
+using protocol::Status;
+
+std::string ReloadSummary::describe() const {
+  return fmt::format(
+      "subsystems +{} -{}, namespaces +{} -{} ~{}, host lists changed {}, controllers dropped {}, ANA changes {}, "
+      "discovery log {}",
+      subsystems_added, subsystems_removed, namespaces_added, namespaces_removed, namespaces_changed,
+      host_lists_changed, controllers_dropped, ana_changes, discovery_changed ? "changed" : "unchanged");
+}
+
+Status check_data(const TargetRequest& req, transport::DataDirection dir, uint32_t needed) noexcept {
+  if (needed == 0) return st::success;
+  const auto accept = req.queue != nullptr && req.queue->transport_type() == transport::TransportType::rdma
+                          ? protocol::SglAccept::rdma
+                          : protocol::SglAccept::tcp;
+  auto sgl = protocol::decode_data_sgl(req.sqe.hdr.dptr, accept);
+  if (!sgl) return st::sgl_descriptor_type_invalid;
+  // In-capsule data only goes host to controller (nvmet: Invalid Field on the opcode).
+  if (sgl->kind == protocol::SglKind::in_capsule && dir == transport::DataDirection::controller_to_host)
+    return st::invalid_field;
+  if (req.data_length != needed) return st::data_sgl_length_invalid;
+  if (dir == transport::DataDirection::controller_to_host && req.data == nullptr) return st::internal_error;
+  return st::success;
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Construction
+// ---------------------------------------------------------------------------------------------------------
+
+TargetCore::TargetCore(const TargetConfig& config, std::vector<CoreReactor*> reactors, CoreOptions options)
+    : limits_(config.limits), options_(std::move(options)), reactors_(std::move(reactors)),
+      listeners_(config.listeners) {
+  // A backend queue serves every I/O queue of its reactor for one namespace.
+  const uint64_t depth = std::clamp<uint64_t>(uint64_t{limits_.io_queue_depth} * limits_.max_io_queues, 256, 4096);
+  for (CoreReactor* r : reactors_)
+    reactor_states_.push_back(std::make_unique<ReactorState>(*this, *r, static_cast<unsigned>(depth)));
+  discovery_serial_ = derive_serial(protocol::kDiscoveryNqn);
+  default_ana_port_ = std::make_shared<AnaPort>();
+  for (const auto& l : listeners_) {
+    auto port = std::make_shared<AnaPort>();
+    apply_ana_config(*port, l);
+    ana_ports_.push_back(std::move(port));
+  }
+}
+
+Result<std::unique_ptr<TargetCore>> TargetCore::create(const TargetConfig& config, std::vector<CoreReactor*> reactors,
+                                                       CoreOptions options) {
+  if (reactors.empty()) return make_error("the target core needs at least one reactor");
+  std::unique_ptr<TargetCore> core(new TargetCore(config, std::move(reactors), std::move(options)));
+  for (const auto& sc : config.subsystems) {
+    auto sub = build_subsystem(sc, core->table_generation_, core->options_.on_namespace_resize);
+    if (!sub) return tl::unexpected(sub.error());
+    core->subsystems_.emplace(sc.nqn, std::move(*sub));
+  }
+  return core;
+}
+
+TargetCore::~TargetCore() {
+  for (auto& rs : reactor_states_) rs->detach();
+  // Queues the transports never reported closed (the daemon stops reactors first): drop their state.
+  for (auto& w : queues_) {
+    if (auto q = w.lock()) {
+      q->ctrl.reset();
+      q->self.reset();
+    }
+  }
+}
+
+std::size_t TargetCore::controller_count() const {
+  std::lock_guard lock(mu_);
+  return controllers_.size();
+}
+
+uint64_t TargetCore::discovery_generation() const {
+  std::lock_guard lock(mu_);
+  return discovery_genctr_;
+}
+
+ReactorState& TargetCore::reactor_state_for_current_thread() noexcept {
+  for (auto& rs : reactor_states_)
+    if (rs->reactor().on_thread()) return *rs;
+  spdlog::error("target core: a queue was created outside every reactor thread; using the first reactor");
+  return *reactor_states_.front();
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Queue lifecycle
+// ---------------------------------------------------------------------------------------------------------
+
+void TargetCore::on_queue_created(transport::TargetQueue& queue) noexcept {
+  auto q = std::make_shared<CoreQueue>();
+  q->tq = &queue;
+  q->local = queue.local_address();
+  q->rs = &reactor_state_for_current_thread();
+  q->self = q;
+  queue.core_queue = q.get();
+  start_connect_timer(*q);
+  std::lock_guard lock(mu_);
+  q->ana_port = ana_port_locked(q->local);
+  std::erase_if(queues_, [](const std::weak_ptr<CoreQueue>& w) { return w.expired(); });
+  queues_.push_back(q);
+}
+
+// A connection must finish its handshake, Fabrics Connect and (where required) DH-HMAC-CHAP in time: one
+// that never speaks, stops after ICReq or stalls in the middle of authenticating would otherwise hold a
+// socket, its buffers and a place under the connection limits forever.
+void TargetCore::start_connect_timer(CoreQueue& q) noexcept {
+  const uint32_t ms = limits_.connections.connect_timeout_ms;
+  if (ms == 0) return;
+  try {
+    std::weak_ptr<CoreQueue> weak = q.self;
+    q.connect_timer = q.rs->reactor().schedule(std::chrono::milliseconds(ms), [weak, ms] {
+      auto queue = weak.lock();
+      if (!queue) return;
+      queue->connect_timer = 0;
+      if (queue->closed) return;
+      const bool unconnected = queue->state == QueueState::unconnected;
+      if (!unconnected && (!queue->auth || queue->authenticated)) return;
+      if (transport::peer_error_log_allowed()) {
+        spdlog::warn("{}: connection from {} closed: {} within {} ms (limits.connections.connect_timeout_ms)",
+                     transport::to_uri(queue->local), queue->tq->peer_name(),
+                     unconnected ? "no Connect" : "not authenticated (DH-HMAC-CHAP)", ms);
+      }
+      queue->tq->close(unconnected ? "no Connect in time" : "not authenticated in time");
+    });
+  } catch (...) {
+    // No memory for a timer: the connection simply has no deadline.
+  }
+}
+
+void TargetCore::cancel_connect_timer(CoreQueue& q) noexcept {
+  if (q.connect_timer == 0) return;
+  q.rs->reactor().cancel(q.connect_timer);
+  q.connect_timer = 0;
+}
+
+void TargetCore::on_queue_closed(transport::TargetQueue& queue) noexcept {
+  auto* qp = static_cast<CoreQueue*>(queue.core_queue);
+  if (qp == nullptr || qp->closed) return;
+  CoreQueue& q = *qp;
+  q.closed = true;
+  cancel_connect_timer(q);
+  std::vector<TargetRequest*> held;
+  std::vector<std::function<void()>> after;
+  {
+    std::lock_guard lock(mu_);
+    if (auto ctrl = q.ctrl) {
+      if (q.state == QueueState::admin) {
+        held.swap(ctrl->aer_requests);
+        if (!ctrl->dead) {
+          spdlog::info("controller {} ({} on {}): admin queue closed by {}", ctrl->cntlid,
+                       ctrl->discovery ? "discovery" : ctrl->subsys->nqn, ctrl->hostnqn, queue.peer_name());
+          teardown_locked(ctrl, "admin queue closed", after);
+        }
+      } else if (q.state == QueueState::io) {
+        if (q.qid < ctrl->io_queue_table.size()) ctrl->io_queue_table[q.qid].reset();
+        // Commands still in flight on it complete as released, uncounted.
+        ctrl->closed_io.add(q.io_stats);
+      }
+    }
+  }
+  for (TargetRequest* r : held) queue.release(*r);
+  for (auto& fn : after) fn();
+  release_queue_if_drained(q);
+}
+
+void TargetCore::release_queue_if_drained(CoreQueue& q) noexcept {
+  // Never touch q.tq here: after the last release() the transport may already have freed it.
+  if (q.closed && q.backend_in_flight == 0 && q.parked == 0 && q.self) {
+    q.ctrl.reset();
+    auto keep = std::move(q.self);  // destroyed at the end of this scope
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Dispatch
+// ---------------------------------------------------------------------------------------------------------
+
+void TargetCore::on_command(TargetRequest& req) noexcept {
+  auto* qp = static_cast<CoreQueue*>(req.queue->core_queue);
+  if (qp == nullptr || qp->closed) {
+    req.queue->release(req);
+    return;
+  }
+  CoreQueue& q = *qp;
+  RequestState& rs = reset_request_state(req);
+  rs.opcode = req.sqe.hdr.opcode;
+  rs.arrived_ns = q.rs->now_ns();
+  q.commands_received.store(q.commands_received.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  if (req.sqe.hdr.opcode == protocol::kFabricsOpcode) {
+    handle_fabrics(q, req);
+    return;
+  }
+  if (q.auth && !q.authenticated && q.state != QueueState::unconnected) {
+    finish(req, kAuthRequired);  // DH-HMAC-CHAP first (nvmet_check_auth_status)
+    return;
+  }
+  switch (q.state) {
+    case QueueState::unconnected:
+      finish(req, st::command_sequence_error);  // nothing but Connect before Connect
+      return;
+    case QueueState::admin:
+      handle_admin(q, req);
+      return;
+    case QueueState::io:
+      handle_io(q, req);
+      return;
+  }
+}
+
+void TargetCore::on_data_ready(TargetRequest& req, Status status) noexcept {
+  auto* qp = static_cast<CoreQueue*>(req.queue->core_queue);
+  if (qp == nullptr || qp->closed) {
+    req.queue->release(req);
+    return;
+  }
+  CoreQueue& q = *qp;
+  RequestState& rs = request_state(req);
+  if (!status.ok()) {
+    finish(req, status);
+    return;
+  }
+  switch (rs.stage) {
+    case Stage::connect:
+      connect_with_data(q, req);
+      return;
+    case Stage::write:
+    case Stage::dsm:
+      io_data_ready(q, req, status);
+      return;
+    case Stage::auth_send:
+      auth_send_with_data(q, req);
+      return;
+    case Stage::none:
+      break;
+  }
+  finish(req, st::internal_error);
+}
+
+void TargetCore::finish(TargetRequest& req, Status status, uint32_t dw0, bool with_data, uint32_t dw1) noexcept {
+  auto* qp = static_cast<CoreQueue*>(req.queue->core_queue);
+  req.cqe.dw0.set(dw0);
+  req.cqe.dw1.set(dw1);
+  req.cqe.set_status(status);
+  if (!status.ok() && qp != nullptr && qp->ctrl) {
+    const auto& h = req.sqe.hdr;
+    qp->ctrl->record_error(qp->qid, h.cid.get(), status, h.nsid.get(), h.opcode);
+  }
+  if (qp == nullptr || qp->closed) {
+    req.queue->release(req);
+    return;
+  }
+  account(*qp, req, status);
+  req.queue->complete(req, with_data && status.ok());
+}
+
+void TargetCore::account(CoreQueue& q, const TargetRequest& req, Status status) noexcept {
+  q.commands_completed.store(q.commands_completed.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  // I/O statistics: commands of I/O queues, not the Connect that made the queue one.
+  if (q.state != QueueState::io || req.sqe.hdr.opcode == protocol::kFabricsOpcode) return;
+  const RequestState& rs = *std::launder(reinterpret_cast<const RequestState*>(req.core.data()));
+  const auto op = static_cast<protocol::IoOpcode>(req.sqe.hdr.opcode);
+  const stats::OpClass cls = op == protocol::IoOpcode::read    ? stats::OpClass::read
+                             : op == protocol::IoOpcode::write ? stats::OpClass::write
+                                                               : stats::OpClass::other;
+  const uint64_t bytes = status.ok() && cls != stats::OpClass::other ? req.data_length : 0;
+  const uint64_t now = q.rs->now_ns();
+  const uint64_t latency = now > rs.arrived_ns ? now - rs.arrived_ns : 0;
+  q.io_stats.record(cls, bytes, latency, status.field());
+  if (rs.ns_stats != nullptr) rs.ns_stats->record(cls, bytes, latency, status.field());
+}
+
+void TargetCore::finish_with_data(TargetRequest& req, std::span<const uint8_t> bytes) noexcept {
+  const std::size_t n = std::min<std::size_t>(bytes.size(), req.data_length);
+  if (n > 0) std::memcpy(req.data, bytes.data(), n);
+  if (req.data_length > n) std::memset(req.data + n, 0, req.data_length - n);
+  finish(req, st::success, 0, req.data_length > 0);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Keep alive
+// ---------------------------------------------------------------------------------------------------------
+
+// The timer runs on the admin queue's reactor every KATO. A command since the previous check (Keep Alive,
+// or any command with traffic based keep alive) re-arms it; none means the host is gone. Like nvmet, the
+// controller therefore goes away between KATO and 2 x KATO after the host's last command.
+void TargetCore::start_keep_alive_locked(const std::shared_ptr<Controller>& ctrl) {
+  if (ctrl->kato_ms == 0 || ctrl->keep_alive_armed || ctrl->dead) return;
+  ctrl->keep_alive_armed = true;
+  std::weak_ptr<Controller> weak = ctrl;
+  ctrl->keep_alive_timer = ctrl->admin_reactor->schedule(std::chrono::milliseconds(ctrl->kato_ms),
+                                                         [this, weak] { keep_alive_check(weak); });
+}
+
+void TargetCore::keep_alive_check(const std::weak_ptr<Controller>& weak) {
+  auto ctrl = weak.lock();
+  if (!ctrl) return;
+  std::vector<std::function<void()>> after;
+  {
+    std::lock_guard lock(mu_);
+    ctrl->keep_alive_armed = false;
+    ctrl->keep_alive_timer = 0;
+    if (ctrl->dead || ctrl->kato_ms == 0) return;
+    if (ctrl->ka_activity.exchange(false, std::memory_order_relaxed)) {
+      start_keep_alive_locked(ctrl);
+      return;
+    }
+    spdlog::warn("controller {} ({} on {}): keep-alive timeout ({} ms) expired, tearing it down", ctrl->cntlid,
+                 ctrl->discovery ? std::string(protocol::kDiscoveryNqn) : ctrl->subsys->nqn, ctrl->hostnqn,
+                 ctrl->kato_ms);
+    teardown_locked(ctrl, "keep-alive timeout", after);
+  }
+  for (auto& fn : after) fn();
+}
+
+void TargetCore::teardown_locked(const std::shared_ptr<Controller>& ctrl, const char* reason,
+                                 std::vector<std::function<void()>>& after) {
+  if (ctrl->dead) return;
+  ctrl->dead = true;
+  ctrl->ready.store(false, std::memory_order_relaxed);
+  controllers_.erase(ctrl->cntlid);
+  if (ctrl->keep_alive_timer != 0) {
+    ctrl->admin_reactor->cancel(ctrl->keep_alive_timer);  // from another thread: posted to the admin reactor
+    ctrl->keep_alive_timer = 0;
+    ctrl->keep_alive_armed = false;
+  }
+  std::vector<std::weak_ptr<CoreQueue>> queues;
+  queues.push_back(ctrl->admin_queue);
+  for (auto& w : ctrl->io_queue_table)
+    if (!w.expired()) queues.push_back(w);
+  for (auto& w : queues) {
+    auto q = w.lock();
+    if (!q) continue;
+    CoreReactor* reactor = &q->rs->reactor();
+    after.push_back([reactor, w, reason] {
+      reactor->post([w, reason] {
+        if (auto qq = w.lock(); qq && !qq->closed) qq->tq->close(reason);
+      });
+    });
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Asynchronous events
+// ---------------------------------------------------------------------------------------------------------
+
+void TargetCore::queue_event_locked(Controller& ctrl, uint32_t dw0, uint32_t mask_bit, uint32_t aec_bit) {
+  if (ctrl.dead) return;
+  if ((ctrl.aec & aec_bit) == 0) return;      // host did not ask for this event type
+  if ((ctrl.aen_masked & mask_bit) != 0) return;  // already reported, log page not read yet
+  ctrl.aen_masked |= mask_bit;
+  ctrl.pending_events.push_back({dw0, ++ctrl.event_seq});
+}
+
+TargetCore::EventRelease TargetCore::release_of_locked(const std::shared_ptr<Controller>& ctrl) {
+  return {ctrl, ctrl->event_seq};
+}
+
+void TargetCore::post_deliver_events(const EventRelease& release) {
+  std::weak_ptr<Controller> weak = release.ctrl;
+  const uint64_t upto = release.upto;
+  release.ctrl->admin_reactor->post([this, weak, upto] {
+    auto c = weak.lock();
+    if (!c) return;
+    {
+      std::lock_guard lock(mu_);
+      c->released_seq = std::max(c->released_seq, upto);
+    }
+    deliver_events(*c);
+  });
+}
+
+// An AER that arrives while a reload's event waits for its tables does not take that event early: only
+// released events go out.
+void TargetCore::deliver_events(Controller& ctrl) noexcept {
+  std::vector<std::pair<TargetRequest*, uint32_t>> out;
+  {
+    std::lock_guard lock(mu_);
+    if (ctrl.dead) return;
+    while (!ctrl.aer_requests.empty() && !ctrl.pending_events.empty() &&
+           ctrl.pending_events.front().seq <= ctrl.released_seq) {
+      out.emplace_back(ctrl.aer_requests.front(), ctrl.pending_events.front().dw0);
+      ctrl.aer_requests.erase(ctrl.aer_requests.begin());
+      ctrl.pending_events.pop_front();
+    }
+  }
+  for (auto [req, dw0] : out) finish(*req, st::success, dw0);
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// Reload and shutdown
+// ---------------------------------------------------------------------------------------------------------
+
+Result<ReloadSummary> TargetCore::reload(const TargetConfig& config) {
+  ReloadSummary summary;
+  // 1. Open what is new outside the lock (file backends may block).
+  struct Plan {
+    std::string nqn;
+    const SubsystemConfig* config = nullptr;
+    std::shared_ptr<Subsystem> fresh;                                   // a new subsystem
+    std::vector<std::shared_ptr<Namespace>> opened;                     // new or replaced namespaces
+  };
+  std::vector<Plan> plans;
+  std::map<std::string, std::shared_ptr<Subsystem>, std::less<>> current;
+  {
+    std::lock_guard lock(mu_);
+    current = subsystems_;
+  }
+  uint64_t gen;
+  {
+    std::lock_guard lock(mu_);
+    gen = ++table_generation_;
+  }
+  for (const auto& sc : config.subsystems) {
+    Plan plan;
+    plan.nqn = sc.nqn;
+    plan.config = &sc;
+    auto it = current.find(sc.nqn);
+    if (it == current.end()) {
+      auto sub = build_subsystem(sc, gen, options_.on_namespace_resize);
+      if (!sub) return tl::unexpected(sub.error());
+      plan.fresh = std::move(*sub);
+    } else {
+      const NamespaceTable& old = *it->second->table;
+      for (const auto& nc : sc.namespaces) {
+        const auto* existing = old.find(nc.nsid);
+        if (existing != nullptr && (*existing)->same_config(nc)) continue;
+        auto ns = open_namespace(nc, options_.on_namespace_resize);
+        if (!ns) return make_error(fmt::format("subsystem {}: {}", sc.nqn, ns.error().message), ns.error().errno_value);
+        plan.opened.push_back(std::move(*ns));
+      }
+    }
+    plans.push_back(std::move(plan));
+  }
+
+  // 2. Apply under the lock; collect the messages to post.
+  std::vector<std::function<void()>> after;
+  EventReleases notify;
+  TableUpdates tables;
+  {
+    std::lock_guard lock(mu_);
+    bool disc_changed = false;
+    std::vector<const Subsystem*> ana_subsystems;  // a namespace moved to another group
+    std::set<std::string, std::less<>> wanted;
+    for (auto& plan : plans) {
+      wanted.insert(plan.nqn);
+      auto it = subsystems_.find(plan.nqn);
+      if (it == subsystems_.end()) {
+        if (!plan.fresh) {  // removed and re-added concurrently: build fresh next time
+          continue;
+        }
+        subsystems_.emplace(plan.nqn, plan.fresh);
+        ++summary.subsystems_added;
+        summary.namespaces_added += static_cast<unsigned>(plan.fresh->table->namespaces.size());
+        disc_changed = true;
+        continue;
+      }
+      Subsystem& sub = *it->second;
+      const SubsystemConfig& sc = *plan.config;
+      // Hosts.
+      if (sub.allow_any_host != sc.allow_any_host || sub.hosts != sc.hosts) {
+        sub.allow_any_host = sc.allow_any_host;
+        sub.hosts = sc.hosts;
+        ++summary.host_lists_changed;
+        disc_changed = true;
+      }
+      // Authentication settings: new connections use them (connected controllers keep theirs).
+      sub.require_authentication = sc.require_authentication;
+      sub.host_auth = host_auth_of(sc);
+      sub.tls_psk_sources = tls_psk_sources_of(sc);
+      sub.model = sc.model;
+      sub.cntlid_min = sc.cntlid_min;  // for controllers created from now on
+      sub.cntlid_max = sc.cntlid_max;
+      // Namespaces.
+      const NamespaceTable& old = *sub.table;
+      auto table = std::make_shared<NamespaceTable>();
+      table->generation = gen;
+      std::vector<uint32_t> changed;
+      for (const auto& nc : sc.namespaces) {
+        const auto* existing = old.find(nc.nsid);
+        if (existing != nullptr && (*existing)->same_config(nc)) {
+          // Moved to another ANA group: the same backend, an ANA Change event (nvmet's ana_grpid store).
+          if ((*existing)->ana_group.exchange(nc.ana_group, std::memory_order_relaxed) != nc.ana_group) {
+            ++summary.ana_changes;
+            if (ana_subsystems.empty() || ana_subsystems.back() != &sub) ana_subsystems.push_back(&sub);
+          }
+          table->namespaces.push_back(*existing);
+          continue;
+        }
+        auto opened = std::find_if(plan.opened.begin(), plan.opened.end(),
+                                   [&](const auto& ns) { return ns->nsid == nc.nsid; });
+        if (opened == plan.opened.end()) continue;  // cannot happen: opened in step 1
+        table->namespaces.push_back(*opened);
+        changed.push_back(nc.nsid);
+        if (existing != nullptr) {
+          ++summary.namespaces_changed;
+        } else {
+          ++summary.namespaces_added;
+        }
+      }
+      for (const auto& ns : old.namespaces) {
+        if (std::none_of(sc.namespaces.begin(), sc.namespaces.end(),
+                         [&](const NamespaceConfig& nc) { return nc.nsid == ns->nsid; })) {
+          changed.push_back(ns->nsid);
+          ++summary.namespaces_removed;
+        }
+      }
+      std::sort(table->namespaces.begin(), table->namespaces.end(),
+                [](const auto& a, const auto& b) { return a->nsid < b->nsid; });
+      std::sort(changed.begin(), changed.end());
+      if (!changed.empty()) {
+        sub.table = table;
+        tables.emplace_back(it->second, table);
+      }
+      // Controllers of this subsystem: drop hosts no longer allowed, tell the others what changed.
+      for (auto cit = controllers_.begin(); cit != controllers_.end();) {
+        auto ctrl = cit++->second;  // teardown erases from controllers_
+        if (ctrl->discovery || ctrl->subsys.get() != &sub) continue;
+        if (!sub.host_allowed(ctrl->hostnqn)) {
+          spdlog::info("controller {}: host {} is no longer allowed on {}: disconnecting", ctrl->cntlid,
+                       ctrl->hostnqn, sub.nqn);
+          teardown_locked(ctrl, "host no longer allowed", after);
+          ++summary.controllers_dropped;
+          continue;
+        }
+        if (changed.empty()) continue;
+        note_changed_namespaces_locked(*ctrl, changed);
+        notify.push_back(release_of_locked(ctrl));
+      }
+    }
+    // Subsystems no longer configured.
+    for (auto it = subsystems_.begin(); it != subsystems_.end();) {
+      if (wanted.count(it->first) != 0) {
+        ++it;
+        continue;
+      }
+      auto sub = it->second;
+      sub->removed = true;
+      for (auto cit = controllers_.begin(); cit != controllers_.end();) {
+        auto ctrl = cit++->second;
+        if (ctrl->subsys == sub) {
+          teardown_locked(ctrl, "subsystem removed", after);
+          ++summary.controllers_dropped;
+        }
+      }
+      summary.namespaces_removed += static_cast<unsigned>(sub->table->namespaces.size());
+      ++summary.subsystems_removed;
+      auto empty = std::make_shared<NamespaceTable>();
+      empty->generation = gen;
+      sub->table = empty;
+      tables.emplace_back(sub, empty);
+      disc_changed = true;
+      it = subsystems_.erase(it);
+    }
+    // Listeners (for the discovery log).
+    auto same_listener = [](const ListenerConfig& a, const ListenerConfig& b) {
+      return a.transport == b.transport && a.address == b.address && a.port == b.port && a.role == b.role;
+    };
+    // ANA states: a listener at the same endpoint keeps its port object (its queues hold it), with the
+    // states the file now gives it.
+    std::vector<std::shared_ptr<AnaPort>> ports;
+    std::vector<const AnaPort*> ana_ports_changed;
+    for (const auto& l : config.listeners) {
+      std::shared_ptr<AnaPort> port;
+      for (std::size_t j = 0; j < listeners_.size() && j < ana_ports_.size() && !port; ++j)
+        if (same_listener(listeners_[j], l)) port = ana_ports_[j];
+      if (!port) {  // a new listener: no controller is on it yet, nothing changed for anyone
+        port = std::make_shared<AnaPort>();
+        apply_ana_config(*port, l);
+        ports.push_back(std::move(port));
+        continue;
+      }
+      if (unsigned n = apply_ana_config(*port, l); n != 0) {
+        summary.ana_changes += n;
+        ana_ports_changed.push_back(port.get());
+      }
+      ports.push_back(std::move(port));
+    }
+    const auto previous_listeners = listeners_;
+    listeners_ = config.listeners;  // the ANA keys may differ even when the endpoints do not
+    ana_ports_ = std::move(ports);
+    if (!ana_ports_changed.empty() || !ana_subsystems.empty()) {
+      ++ana_chgcnt_;
+      queue_ana_events_locked(ana_ports_changed, ana_subsystems, notify);
+    }
+    if (!std::equal(previous_listeners.begin(), previous_listeners.end(), config.listeners.begin(),
+                    config.listeners.end(), same_listener)) {
+      disc_changed = true;
+      // A listener that became discovery-only no longer serves NVM subsystems (nvmet: unlinking a subsystem
+      // from a port disconnects its controllers there).
+      for (auto cit = controllers_.begin(); cit != controllers_.end();) {
+        auto ctrl = cit++->second;
+        if (ctrl->discovery || ctrl->dead) continue;
+        bool on_discovery_listener = !serves_subsystems_locked(ctrl->local_address);
+        for (const auto& w : ctrl->io_queue_table) {
+          if (on_discovery_listener) break;
+          if (auto q = w.lock()) on_discovery_listener = !serves_subsystems_locked(q->local);
+        }
+        if (!on_discovery_listener) continue;
+        spdlog::info("controller {}: its listener now serves the discovery controller only: disconnecting",
+                     ctrl->cntlid);
+        teardown_locked(ctrl, "listener is discovery-only", after);
+        ++summary.controllers_dropped;
+      }
+    }
+    if (disc_changed) {
+      ++discovery_genctr_;
+      summary.discovery_changed = true;
+      for (auto& [id, ctrl] : controllers_) {
+        if (!ctrl->discovery) continue;
+        queue_event_locked(*ctrl,
+                           protocol::async_event_result(
+                               protocol::AsyncEventType::notice,
+                               static_cast<uint8_t>(protocol::AsyncEventNotice::discovery_log_page_change),
+                               static_cast<uint8_t>(protocol::LogPageId::discovery)),
+                           kAenMaskDiscovery, protocol::kAecDiscoveryLogChange);
+        notify.push_back(release_of_locked(ctrl));
+      }
+    }
+  }
+
+  // 3. Messages: the tables and events (publish_tables); closes at once.
+  publish_tables(tables, std::move(notify));
+  for (auto& fn : after) fn();
+  spdlog::info("configuration reloaded: {}", summary.describe());
+  return summary;
+}
+
+void TargetCore::note_changed_namespaces_locked(Controller& ctrl, const std::vector<uint32_t>& changed) {
+  for (uint32_t nsid : changed) {
+    if (ctrl.changed_overflow) break;
+    if (std::find(ctrl.changed_namespaces.begin(), ctrl.changed_namespaces.end(), nsid) !=
+        ctrl.changed_namespaces.end())
+      continue;
+    if (ctrl.changed_namespaces.size() == kMaxChangedNamespaces) {
+      ctrl.changed_overflow = true;
+      break;
+    }
+    ctrl.changed_namespaces.push_back(nsid);
+  }
+  queue_event_locked(ctrl,
+                     protocol::async_event_result(
+                         protocol::AsyncEventType::notice,
+                         static_cast<uint8_t>(protocol::AsyncEventNotice::namespace_attribute_changed),
+                         static_cast<uint8_t>(protocol::LogPageId::changed_namespace_list)),
+                     kAenMaskNamespace, protocol::kAecNamespaceAttribute);
+}
+
+void TargetCore::publish_tables(const TableUpdates& tables, EventReleases notify) {
+  auto deliver = [this, notify = std::make_shared<EventReleases>(std::move(notify))] {
+    for (auto& r : *notify) post_deliver_events(r);
+  };
+  const std::size_t updates = tables.size() * reactor_states_.size();
+  if (updates == 0) {
+    deliver();
+    return;
+  }
+  auto remaining = std::make_shared<std::atomic<std::size_t>>(updates);
+  for (const auto& [sub, table] : tables) {
+    for (auto& rs : reactor_states_) {
+      ReactorState* state = rs.get();
+      state->reactor().post([state, sub = sub, table = table, remaining, deliver] {
+        state->update(sub, table);
+        if (remaining->fetch_sub(1) == 1) deliver();
+      });
+    }
+  }
+}
+
+unsigned TargetCore::refresh_namespace_sizes() {
+  // 1. Ask every backend, without the lock (librbd may wait on the cluster).
+  TableUpdates current;  // each subsystem with its table as it is now
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [nqn, sub] : subsystems_) current.emplace_back(sub, sub->table);
+  }
+  std::map<const Namespace*, std::shared_ptr<Namespace>> resized;  // old -> new
+  for (const auto& [sub, table] : current) {
+    for (const auto& ns : table->namespaces) {
+      auto blocks = ns->backend->refresh_size();
+      if (!blocks) {
+        spdlog::warn("subsystem {}: namespace {}: {}", sub->nqn, ns->nsid, blocks.error().message);
+        continue;
+      }
+      if (*blocks == ns->geometry.num_blocks) continue;
+      spdlog::info("subsystem {}: namespace {} resized from {} to {} blocks of {} bytes", sub->nqn, ns->nsid,
+                   ns->geometry.num_blocks, *blocks, ns->geometry.block_size);
+      resized.emplace(ns.get(), resized_namespace(*ns, *blocks));
+    }
+  }
+  if (resized.empty()) return 0;
+
+  // 2. Publish, under the lock: the tables as they are now (a reload may have replaced a namespace meanwhile;
+  // then it was opened afresh and has its size already).
+  unsigned count = 0;
+  TableUpdates tables;
+  EventReleases notify;
+  {
+    std::lock_guard lock(mu_);
+    const uint64_t gen = ++table_generation_;
+    for (auto& [nqn, sub] : subsystems_) {
+      auto table = std::make_shared<NamespaceTable>(*sub->table);
+      std::vector<uint32_t> changed;
+      for (auto& ns : table->namespaces) {
+        auto it = resized.find(ns.get());
+        if (it == resized.end()) continue;
+        ns = it->second;
+        changed.push_back(ns->nsid);
+      }
+      if (changed.empty()) continue;
+      count += static_cast<unsigned>(changed.size());
+      table->generation = gen;
+      sub->table = table;
+      tables.emplace_back(sub, table);
+      for (auto& [id, ctrl] : controllers_) {
+        if (ctrl->discovery || ctrl->dead || ctrl->subsys != sub) continue;
+        note_changed_namespaces_locked(*ctrl, changed);
+        notify.push_back(release_of_locked(ctrl));
+      }
+    }
+  }
+  publish_tables(tables, std::move(notify));
+  return count;
+}
+
+void TargetCore::shutdown(const char* reason) {
+  std::vector<std::function<void()>> after;
+  std::vector<std::weak_ptr<CoreQueue>> loose;
+  {
+    std::lock_guard lock(mu_);
+    std::vector<std::shared_ptr<Controller>> all;
+    for (auto& [id, ctrl] : controllers_) all.push_back(ctrl);
+    for (auto& ctrl : all) teardown_locked(ctrl, reason, after);
+    loose = queues_;
+  }
+  for (auto& w : loose) {
+    auto q = w.lock();
+    if (!q || q->state != QueueState::unconnected) continue;
+    CoreReactor* reactor = &q->rs->reactor();
+    reactor->post([w, reason] {
+      if (auto qq = w.lock(); qq && !qq->closed) qq->tq->close(reason);
+    });
+  }
+  for (auto& fn : after) fn();
+}
+
+uint16_t TargetCore::allocate_cntlid_locked(uint16_t min, uint16_t max, uint16_t& next) noexcept {
+  // IDs are unique across the target (controllers_ is keyed by them); a subsystem takes them from its range.
+  min = std::max(min, kMinCntlid);
+  max = std::min(max, kMaxCntlid);
+  if (min > max) return 0;
+  if (next < min || next > max) next = min;
+  const uint32_t span = uint32_t{max} - min + 1;
+  for (uint32_t tries = 0; tries < span; ++tries) {
+    const uint16_t id = next;
+    next = next >= max ? min : static_cast<uint16_t>(next + 1);
+    if (controllers_.count(id) == 0) return id;
+  }
+  return 0;
+}
+
+}  // namespace rdmablk::target

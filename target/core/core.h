@@ -1,0 +1,273 @@
+// The target core: everything NVMe between the transports and the backends (NVMe over Fabrics 1.1 and
+// NVMe Base 2.0, behaving like the Linux kernel target where the specs leave room).
+//
+// It implements transport::TargetQueueHandler: the transports call it on their reactor threads. Fabrics
+// (Connect, Property Get/Set), admin and discovery commands run on the thread of the admin queue and take
+// the control-path mutex; I/O commands never lock: each I/O queue caches its controller, its reactor's
+// view of the subsystem's namespaces and that reactor's backend queues.
+//
+// Daemon wiring:
+//
+//     std::vector<std::unique_ptr<ReactorAdapter>> adapters;   // one per reactor thread (+ buffer pool)
+//     auto core = TargetCore::create(config, {adapter pointers...});
+//     ... start the transports with *core as their TargetQueueHandler ...
+//     on SIGHUP (control thread): auto summary = core->reload(new_config);  // error: nothing changed
+//     on SIGTERM: core->shutdown("target shutting down"); drain the reactors; stop them; destroy the core.
+//
+// The core must outlive every reactor callback (timers and messages it posted hold a pointer to it):
+// stop the reactors before destroying it.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "protocol/fabrics.h"
+#include "protocol/result.h"
+#include "target/config/config.h"
+#include "target/core/core_reactor.h"
+#include "target/core/stats.h"
+#include "target/core/status.h"
+#include "target/core/subsystem.h"
+#include "transport/target_queue.h"
+
+namespace rdmablk::security::dhchap {
+class ControllerAuthSession;
+}
+
+namespace rdmablk::target {
+
+struct AnaPort;
+struct Controller;
+struct CoreQueue;
+
+struct NsChannel;
+struct NsSlot;
+class ReactorState;
+
+// What one host NQN may fail at DH-HMAC-CHAP before its Connects are refused for a while.
+struct AuthFailureLimits {
+  uint32_t max_failures = 10;                         // failed transactions within `window` ...
+  std::chrono::milliseconds window{60'000};
+  std::chrono::milliseconds block{300'000};           // ... refuse the host's Connects this long
+  uint32_t log_lines_per_second = 10;                 // failure log lines over all hosts; the rest are counted
+  // The clock (steady); tests move it by hand. Empty: std::chrono::steady_clock.
+  std::function<std::chrono::steady_clock::time_point()> now;
+};
+
+struct CoreOptions {
+  std::string firmware_revision = "0.1.0";  // Identify FR and the firmware slot log, <= 8 characters
+  AuthFailureLimits auth_failures;
+  // A backend's store may have been resized (rbd: the image header changed). Runs on a library thread and
+  // must only wake the control thread, which then calls refresh_namespace_sizes(). Empty: nobody listens.
+  std::function<void()> on_namespace_resize;
+};
+
+// What a reload changed (for the log line).
+struct ReloadSummary {
+  unsigned subsystems_added = 0;
+  unsigned subsystems_removed = 0;
+  unsigned namespaces_added = 0;
+  unsigned namespaces_removed = 0;
+  unsigned namespaces_changed = 0;   // replaced: a new backend under the same NSID
+  unsigned host_lists_changed = 0;
+  unsigned controllers_dropped = 0;  // hosts no longer allowed, subsystems removed, listener now discovery-only
+  unsigned ana_changes = 0;          // group states changed on a listener + namespaces moved to another group
+  bool discovery_changed = false;
+  std::string describe() const;
+};
+
+class TargetCore final : public transport::TargetQueueHandler {
+ public:
+  // Opens every namespace's backend. `reactors` are the threads the transports call the core from; the
+  // core finds a new queue's reactor with CoreReactor::on_thread().
+  static Result<std::unique_ptr<TargetCore>> create(const TargetConfig& config, std::vector<CoreReactor*> reactors,
+                                                    CoreOptions options = {});
+  ~TargetCore() override;
+  TargetCore(const TargetCore&) = delete;
+  TargetCore& operator=(const TargetCore&) = delete;
+
+  // SIGHUP: apply a new configuration from the control thread (not a reactor thread: opening file backends
+  // may block). Adds/removes subsystems, namespaces and allowed hosts; connected controllers get a
+  // Namespace Attribute Changed event (changed namespace list = the NSIDs added, removed or replaced),
+  // discovery controllers a Discovery Log Change event when what they list changed; controllers of a
+  // removed subsystem or of a host no longer allowed are disconnected, nothing else is. Listeners are
+  // taken over for the discovery log and for the listener roles (binding them is the daemon's job): a
+  // controller of an NVM subsystem with a queue on a listener that became discovery-only is disconnected.
+  // Queue limits and reactor count are not reloadable. On error nothing changed.
+  Result<ReloadSummary> reload(const TargetConfig& config);
+
+  // Reads every namespace's size again (Backend::refresh_size; control thread, it may wait on the store)
+  // and publishes the namespaces whose size changed: Identify Namespace reports the new size, I/O is checked
+  // against it, and their controllers get a Namespace Attribute Changed event listing them (as nvmet does
+  // when a backing device grows). Returns how many changed.
+  unsigned refresh_namespace_sizes();
+
+  // Closes every queue (each on its own reactor, by message). The transports then report them closed.
+  void shutdown(const char* reason);
+
+  std::size_t controller_count() const;
+
+  // For the control socket and /metrics (control thread): the subsystems, namespaces and controllers, and the
+  // statistics of every namespace and I/O controller. Fills those fields of `out`, nothing else.
+  void fill_status(TargetStatus& out) const;
+  // Disconnects every controller of a host / one controller (the host may connect again if still allowed).
+  // Returns how many were disconnected.
+  unsigned disconnect_host(std::string_view hostnqn);
+  unsigned disconnect_controller(uint16_t cntlid);
+  uint64_t discovery_generation() const;
+  // Sets the ANA state of `group` on the listener whose address is `listener` ("ADDR:PORT" as in the config,
+  // "[v6]:PORT" for IPv6), until the next reload re-applies the file. Bumps the ANA change count and sends
+  // ANA Change events to the controllers on that listener when the state changed. Error: no such io listener,
+  // group out of 1..kAnaGroupMax. Returns whether the state changed.
+  Result<bool> set_ana_state(std::string_view listener, uint32_t group, protocol::AnaState state);
+  uint64_t ana_change_count() const;
+
+  // transport::TargetQueueHandler
+  void on_queue_created(transport::TargetQueue& queue) noexcept override;
+  void on_command(transport::TargetRequest& req) noexcept override;
+  void on_data_ready(transport::TargetRequest& req, protocol::Status status) noexcept override;
+  void on_queue_closed(transport::TargetQueue& queue) noexcept override;
+
+  // --- internal (used by the command handlers in the other target/*.cpp files) ---------------------------
+  const QueueLimits& limits() const noexcept { return limits_; }
+  void backend_completed(transport::TargetRequest& req, protocol::Status status) noexcept;
+
+ private:
+  TargetCore(const TargetConfig& config, std::vector<CoreReactor*> reactors, CoreOptions options);
+
+  // core.cpp
+  ReactorState& reactor_state_for_current_thread() noexcept;
+  void finish(transport::TargetRequest& req, protocol::Status status, uint32_t dw0 = 0, bool with_data = false,
+              uint32_t dw1 = 0) noexcept;
+  void finish_with_data(transport::TargetRequest& req, std::span<const uint8_t> bytes) noexcept;
+  // Statistics merged from the live blocks: a controller's I/O queues (mu_ held), a namespace's per-reactor
+  // blocks (any thread).
+  stats::IoStatsSnapshot controller_io_locked(const Controller& ctrl) const;
+  stats::IoStatsSnapshot namespace_io(const std::string& nqn, uint32_t nsid) const;
+  // Counts a completing command in its queue's and its namespace's statistics.
+  void account(CoreQueue& q, const transport::TargetRequest& req, protocol::Status status) noexcept;
+  void start_keep_alive_locked(const std::shared_ptr<Controller>& ctrl);
+  void start_connect_timer(CoreQueue& q) noexcept;
+  void cancel_connect_timer(CoreQueue& q) noexcept;
+  void keep_alive_check(const std::weak_ptr<Controller>& weak);
+  // Marks the controller dead, takes it out of the table and closes its queues (by message). Called with
+  // mu_ held; returns the closures to run after unlocking.
+  void teardown_locked(const std::shared_ptr<Controller>& ctrl, const char* reason,
+                       std::vector<std::function<void()>>& after);
+  void queue_event_locked(Controller& ctrl, uint32_t dw0, uint32_t mask_bit, uint32_t aec_bit);
+  // Events queued on `ctrl` up to `upto` (its event_seq then) may go out: delivered on its admin queue's
+  // thread. The list a change collects while it queues (EventReleases) is released this way once the change
+  // is in effect everywhere.
+  struct EventRelease {
+    std::shared_ptr<Controller> ctrl;
+    uint64_t upto = 0;
+  };
+  using EventReleases = std::vector<EventRelease>;
+  static EventRelease release_of_locked(const std::shared_ptr<Controller>& ctrl);
+  void post_deliver_events(const EventRelease& release);
+  void deliver_events(Controller& ctrl) noexcept;  // on the admin queue's thread
+  // Adds `changed` (sorted NSIDs) to the controller's Changed Namespace List and queues the Namespace
+  // Attribute Changed event (mu_ held).
+  void note_changed_namespaces_locked(Controller& ctrl, const std::vector<uint32_t>& changed);
+  // New namespace tables to every reactor, and once every reactor has applied them the events of `notify`
+  // to their admin queues (a host told that a namespace changed must not still reach the old one through
+  // an I/O queue on another reactor). Without tables the events go at once.
+  using TableUpdates = std::vector<std::pair<std::shared_ptr<Subsystem>, std::shared_ptr<const NamespaceTable>>>;
+  void publish_tables(const TableUpdates& tables, EventReleases notify);
+  // A free controller ID in [min, max], searching from `next` (advanced past it); 0 when all are taken.
+  uint16_t allocate_cntlid_locked(uint16_t min, uint16_t max, uint16_t& next) noexcept;
+  // ANA: the port (listener states) for a queue's local address; a listener's states from its config
+  // (returns the number of groups that changed); the ANA Change event to the I/O controllers whose admin
+  // queue is on one of `ports` or whose subsystem is one of `subsystems`.
+  std::shared_ptr<AnaPort> ana_port_locked(const transport::TransportAddress& local) const;
+  static unsigned apply_ana_config(AnaPort& port, const ListenerConfig& listener) noexcept;
+  void queue_ana_events_locked(const std::vector<const AnaPort*>& ports, const std::vector<const Subsystem*>& subsystems,
+                               EventReleases& notify);
+  std::vector<uint8_t> ana_log_locked(const Controller& ctrl, bool groups_only) const;
+
+  // commands/fabrics.cpp
+  // False when `local` (a queue's local address) is on a discovery-role listener, which serves the discovery
+  // controller only.
+  bool serves_subsystems_locked(const transport::TransportAddress& local) const noexcept;
+  void handle_fabrics(CoreQueue& q, transport::TargetRequest& req) noexcept;
+  void connect_with_data(CoreQueue& q, transport::TargetRequest& req) noexcept;
+  void admin_connect(CoreQueue& q, transport::TargetRequest& req, const protocol::ConnectCommand& cmd,
+                     const protocol::ConnectDataView& data) noexcept;
+  void io_connect(CoreQueue& q, transport::TargetRequest& req, const protocol::ConnectCommand& cmd,
+                  const protocol::ConnectDataView& data) noexcept;
+  void property_get(CoreQueue& q, transport::TargetRequest& req) noexcept;
+  void property_set(CoreQueue& q, transport::TargetRequest& req) noexcept;
+
+  // commands/auth.cpp (DH-HMAC-CHAP)
+  void auth_send(CoreQueue& q, transport::TargetRequest& req) noexcept;
+  void auth_send_with_data(CoreQueue& q, transport::TargetRequest& req) noexcept;
+  void auth_receive(CoreQueue& q, transport::TargetRequest& req) noexcept;
+  security::dhchap::ControllerAuthSession* auth_session(CoreQueue& q) noexcept;
+  // After a session step: marks the queue (un)authenticated, logs and counts a new failure.
+  void auth_step_done(CoreQueue& q, uint32_t transactions_before, bool failed_before) noexcept;
+  std::chrono::steady_clock::time_point auth_now() const;
+  // True (and logs once per block) while a host is refused for failing authentication too often. mu_ held.
+  bool auth_blocked_locked(const std::string& hostnqn);
+
+  // commands/admin.cpp
+  void handle_admin(CoreQueue& q, transport::TargetRequest& req) noexcept;
+  void identify(CoreQueue& q, transport::TargetRequest& req) noexcept;
+  void get_log_page(CoreQueue& q, transport::TargetRequest& req) noexcept;
+  void set_features(CoreQueue& q, transport::TargetRequest& req) noexcept;
+  void get_features(CoreQueue& q, transport::TargetRequest& req) noexcept;
+  void async_event_request(CoreQueue& q, transport::TargetRequest& req) noexcept;
+  std::vector<uint8_t> identify_controller_data(const Controller& ctrl) const;  // mu_ held
+
+  // discovery.cpp
+  std::vector<uint8_t> discovery_log_locked(const Controller& ctrl) const;
+
+  // commands/io.cpp
+  void handle_io(CoreQueue& q, transport::TargetRequest& req) noexcept;
+  void io_data_ready(CoreQueue& q, transport::TargetRequest& req, protocol::Status status) noexcept;
+  void io_request_done(CoreQueue& q, transport::TargetRequest& req) noexcept;
+
+  void release_queue_if_drained(CoreQueue& q) noexcept;
+
+  QueueLimits limits_;
+  CoreOptions options_;
+  std::vector<CoreReactor*> reactors_;
+  std::vector<std::unique_ptr<ReactorState>> reactor_states_;
+
+  mutable std::mutex mu_;  // control path: everything below
+  std::vector<ListenerConfig> listeners_;
+  std::map<std::string, std::shared_ptr<Subsystem>, std::less<>> subsystems_;
+  std::map<uint16_t, std::shared_ptr<Controller>> controllers_;
+  std::vector<std::weak_ptr<CoreQueue>> queues_;  // every queue (shutdown, destruction)
+  uint16_t next_cntlid_ = kMinCntlidValue;  // discovery controllers (the whole range)
+  // ANA: one port per entry of listeners_ (kept across reloads for a listener at the same endpoint), a
+  // fallback for a queue on no listener (all optimized), and the change count of the ANA log page.
+  std::vector<std::shared_ptr<AnaPort>> ana_ports_;
+  std::shared_ptr<AnaPort> default_ana_port_;
+  uint64_t ana_chgcnt_ = 0;
+  uint64_t discovery_genctr_ = 0;
+  uint64_t table_generation_ = 1;
+  std::string discovery_serial_;
+  // Failed authentications per host NQN (commands/auth.cpp).
+  struct AuthFailureRecord {
+    std::deque<std::chrono::steady_clock::time_point> recent;  // within the window
+    std::chrono::steady_clock::time_point blocked_until{};
+    bool block_logged = false;
+  };
+  std::map<std::string, AuthFailureRecord, std::less<>> auth_failures_;
+  std::chrono::steady_clock::time_point auth_log_second_{};
+  uint32_t auth_log_lines_ = 0;
+  uint64_t auth_log_suppressed_ = 0;
+
+  static constexpr uint16_t kMinCntlidValue = 1;
+  friend class ReactorState;
+};
+
+}  // namespace rdmablk::target

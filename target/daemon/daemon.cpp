@@ -1,0 +1,563 @@
+#include "target/daemon/daemon.h"
+
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/signalfd.h>
+#include <systemd/sd-daemon.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "target/control/control_api.h"
+#include "target/control/control_server.h"
+#include "target/core/core.h"
+#include "target/core/core_reactor.h"
+#include "target/metrics/metrics.h"
+#include "target/metrics/metrics_http.h"
+#include "target/daemon/transport_options.h"
+#include "transport/buffer_pool.h"
+#include "transport/reactor.h"
+#include "transport/rdma/rdma_target.h"
+#include "transport/tcp/tcp_target.h"
+
+namespace rdmablk::target {
+
+// What a reactor last told the control thread when it ran the periodic probe (heartbeat for the watchdog,
+// buffer pool use, which only its own thread may read).
+struct ReactorProbe {
+  std::atomic<uint64_t> answered{0};  // the last probe sequence number it ran
+  std::atomic<uint32_t> free_buffers{0};
+};
+
+// The eventfd a backend's library thread writes when its store may have been resized (CoreOptions::
+// on_namespace_resize); the control loop polls it. Shared with the callbacks, so that it stays open until
+// the last backend that could call is gone.
+struct ResizeSignal {
+  int fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  ~ResizeSignal() {
+    if (fd >= 0) ::close(fd);
+  }
+  void raise() const noexcept {
+    const uint64_t one = 1;
+    [[maybe_unused]] auto r = ::write(fd, &one, sizeof one);
+  }
+  void clear() const noexcept {
+    uint64_t v;
+    [[maybe_unused]] auto r = ::read(fd, &v, sizeof v);
+  }
+};
+
+struct Daemon::Impl {
+  DaemonOptions options;
+  TargetConfig config;
+  std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
+  int64_t config_loaded_unix_ms = 0;
+  int64_t started_unix_ms = 0;
+  std::vector<std::unique_ptr<ReactorProbe>> probes;
+  uint64_t probe_seq = 0;     // the last probe posted
+  uint64_t periodic_seq = 0;  // the last one periodic() posted (what the watchdog waits for)
+  unsigned buffers_per_pool = 0;  // as created (queue limits are not reloadable)
+  // The previous periodic sample: busy ratios and IOPS are computed over the interval since.
+  std::chrono::steady_clock::time_point last_sample{};
+  std::vector<uint64_t> last_busy_ns;
+  std::vector<double> recent_busy;
+  uint64_t last_commands = 0;
+  double recent_iops = 0;
+  bool watchdog_withheld = false;
+  std::unique_ptr<ControlServer> control;
+  std::unique_ptr<MetricsHttpServer> metrics;
+  std::vector<std::unique_ptr<transport::Reactor>> reactors;
+  std::vector<std::unique_ptr<transport::BufferPool>> pools;
+  std::vector<std::unique_ptr<ReactorAdapter>> adapters;
+  std::vector<std::thread> threads;
+  std::shared_ptr<ResizeSignal> resize = std::make_shared<ResizeSignal>();
+  std::unique_ptr<TargetCore> core;
+  // The TLS PSKs the listeners' server context looks up (a reload swaps the table).
+  std::shared_ptr<TlsPskStore> tls_psks = std::make_shared<TlsPskStore>();
+  std::shared_ptr<const security::TlsContext> tls_context;
+  std::vector<std::unique_ptr<transport::tcp::TcpListener>> tcp_listeners;
+  std::vector<std::unique_ptr<transport::rdma::RdmaListener>> rdma_listeners;
+  bool stopped = false;
+
+  ~Impl() { stop_reactors(); }
+
+  void stop_reactors() {
+    for (auto& r : reactors) r->stop();
+    for (auto& t : threads) {
+      if (t.joinable()) t.join();
+    }
+    threads.clear();
+  }
+};
+
+namespace {
+
+
+unsigned reactor_count(const TargetConfig& config) {
+  if (!config.reactor_cpus.empty()) return static_cast<unsigned>(config.reactor_cpus.size());
+  if (config.reactors != 0) return config.reactors;
+  unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : n;
+}
+
+unsigned live_connections() {
+  return transport::tcp::live_tcp_target_connections() + transport::rdma::live_rdma_target_queues();
+}
+
+int64_t unix_ms_now() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// Every connection holds a file descriptor (a socket, or an RDMA CM id's): the soft RLIMIT_NOFILE (1024
+// under systemd unless LimitNOFILE= says otherwise) would refuse connections long before the configured
+// limits. Raise it to the hard limit, as systemd.exec(5) advises a program that needs many files to do,
+// and say when the limits still do not fit.
+void raise_open_file_limit(const TargetConfig& config) {
+  rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0) return;
+  const rlim_t before = rl.rlim_cur;
+  if (rl.rlim_cur < rl.rlim_max) {
+    rl.rlim_cur = rl.rlim_max;
+    if (::setrlimit(RLIMIT_NOFILE, &rl) != 0) rl.rlim_cur = before;
+  }
+  if (rl.rlim_cur != before) spdlog::info("open files limit raised from {} to {}", before, rl.rlim_cur);
+  const uint64_t per_listener = config.limits.connections.per_listener;
+  const uint64_t want = per_listener == 0 ? 0 : per_listener * config.listeners.size() + 64;
+  if (rl.rlim_cur != RLIM_INFINITY && (want == 0 || want > rl.rlim_cur)) {
+    // Info, not a warning: the kernel's default hard limit for a process outside systemd is 4096.
+    spdlog::info("open files limit is {}: fewer connections than limits.connections.per_listener ({} on {} "
+                 "listeners) allows will fit; raise LimitNOFILE= or lower the limit",
+                 rl.rlim_cur, per_listener == 0 ? std::string("unlimited") : std::to_string(per_listener),
+                 config.listeners.size());
+  }
+}
+
+// "1.2k" style numbers for the systemd STATUS= line.
+std::string short_number(double v) {
+  if (v >= 1e6) return fmt::format("{:.1f}M", v / 1e6);
+  if (v >= 1e4) return fmt::format("{:.1f}k", v / 1e3);
+  return fmt::format("{:.0f}", v);
+}
+
+}  // namespace
+
+void block_daemon_signals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+}
+
+Result<std::unique_ptr<Daemon>> Daemon::start(const TargetConfig& config, const DaemonOptions& options) {
+  std::unique_ptr<Daemon> d(new Daemon());
+  d->impl_ = std::make_unique<Impl>();
+  Impl& s = *d->impl_;
+  s.options = options;
+  s.config = config;
+  raise_open_file_limit(config);
+
+  const unsigned n = reactor_count(config);
+  for (unsigned i = 0; i < n; ++i) {
+    transport::ReactorOptions ro;
+    ro.name = "reactor" + std::to_string(i);
+    ro.busy_poll = std::chrono::microseconds(config.busy_poll_us);
+    if (!config.reactor_cpus.empty()) ro.cpu = config.reactor_cpus[i];
+    auto reactor = transport::Reactor::create(ro);
+    if (!reactor) return make_error("reactor " + std::to_string(i) + ": " + reactor.error().message);
+    auto pool = transport::BufferPool::create(buffer_pool_options(config.limits));
+    if (!pool) return make_error("buffer pool for reactor " + std::to_string(i) + ": " + pool.error().message);
+    s.adapters.push_back(std::make_unique<ReactorAdapter>(**reactor, pool->get()));
+    s.reactors.push_back(std::move(*reactor));
+    s.pools.push_back(std::move(*pool));
+    s.probes.push_back(std::make_unique<ReactorProbe>());
+  }
+  {
+    const auto po = buffer_pool_options(config.limits);
+    s.buffers_per_pool = po.small_count + po.large_count;
+  }
+  s.last_busy_ns.assign(n, 0);
+  s.recent_busy.assign(n, 0.0);
+  s.started_unix_ms = unix_ms_now();
+  s.config_loaded_unix_ms = unix_ms_now();
+  std::vector<CoreReactor*> core_reactors;
+  for (auto& a : s.adapters) core_reactors.push_back(a.get());
+  if (s.resize->fd < 0) return make_error(fmt::format("eventfd: {}", std::strerror(errno)));
+  CoreOptions core_options;
+  core_options.on_namespace_resize = [resize = s.resize] { resize->raise(); };
+  auto core = TargetCore::create(config, core_reactors, std::move(core_options));
+  if (!core) return tl::unexpected(core.error());
+  s.core = std::move(*core);
+
+  // Reactors run before the listeners exist so that accepted connections find them running.
+  for (auto& r : s.reactors) {
+    transport::Reactor* reactor = r.get();
+    s.threads.emplace_back([reactor] { reactor->run(); });
+  }
+
+  std::vector<transport::ReactorSlot> slots;
+  for (std::size_t i = 0; i < s.reactors.size(); ++i) slots.push_back({s.reactors[i].get(), s.pools[i].get()});
+  // One gate for every listener: a host's connections count together wherever they arrive.
+  auto gate = transport::ConnectionGate::create(connection_limit_options(config.limits));
+  s.tls_psks->update(config);
+  const bool any_tls = std::any_of(config.listeners.begin(), config.listeners.end(),
+                                   [](const ListenerConfig& l) { return l.tls != transport::tcp::TlsPolicy::none; });
+  if (any_tls) {
+    auto context = tls_server_context(s.tls_psks, config.tls_psk_derivation);
+    if (!context) return make_error("TLS: " + context.error().message);
+    s.tls_context = std::move(*context);
+    const auto& ktls = security::probe_ktls();
+    spdlog::info("TLS: {} host PSKs, {} derivation; records in {} ({})", s.tls_psks->size(),
+                 config.tls_psk_derivation == security::PskDerivation::standard ? "standard" : "libnvme_compat",
+                 ktls.available ? "the kernel (kTLS)" : "userspace", ktls.reason);
+  }
+  for (const auto& l : config.listeners) {
+    const std::string where = config.source + ":" + std::to_string(l.at.line) + ":" + std::to_string(l.at.column);
+    transport::TransportAddress address{l.transport, l.address, l.port};
+    const transport::TransportAddress* bound = nullptr;
+    if (l.transport == transport::TransportType::tcp) {
+      auto tcp_options = tcp_target_options(config.limits);
+      tcp_options.tls = tls_server_options(l, s.tls_context);
+      auto listener = transport::tcp::TcpListener::create(address, slots, *s.core, tcp_options, gate);
+      if (!listener) return make_error(where + ": listeners: " + listener.error().message);
+      bound = &(*listener)->address();
+      s.tcp_listeners.push_back(std::move(*listener));
+    } else {
+      auto listener =
+          transport::rdma::RdmaListener::create(address, slots, *s.core, rdma_target_options(config.limits), gate);
+      if (!listener) return make_error(where + ": listeners: " + listener.error().message);
+      bound = &(*listener)->address();
+      s.rdma_listeners.push_back(std::move(*listener));
+    }
+    spdlog::info("listening on {} ({}{})", transport::to_uri(*bound), listener_role_name(l.role),
+                 l.tls == transport::tcp::TlsPolicy::none ? "" : std::string(", tls ") + transport::tcp::to_string(l.tls));
+  }
+
+  Daemon* self = d.get();
+  const std::string socket_path = options.control_socket.empty() ? config.control.socket_path : options.control_socket;
+  if (config.control.enabled || !options.control_socket.empty()) {
+    ControlHooks hooks{
+        .status = [self] { return self->status(); },
+        .reload = [self] { return self->reload_notifying("control socket"); },
+        .disconnect_host = [self](const std::string& host) { return self->impl_->core->disconnect_host(host); },
+        .disconnect_controller = [self](uint16_t id) { return self->impl_->core->disconnect_controller(id); },
+        .ana_set = [self](const std::string& listener, uint32_t group, protocol::AnaState state) {
+          return self->impl_->core->set_ana_state(listener, group, state);
+        },
+    };
+    auto control = ControlServer::create(
+        socket_path, [hooks](const std::string& line) { return handle_control_request(hooks, line); });
+    const bool configured = !options.control_socket.empty() || config.control.socket_at.line != 0;
+    if (control) {
+      s.control = std::move(*control);
+      spdlog::info("control socket {}", s.control->path());
+    } else if (configured) {
+      const std::string where = options.control_socket.empty()
+                                    ? config.source + ":" + std::to_string(config.control.socket_at.line) + ":" +
+                                          std::to_string(config.control.socket_at.column) + ": control.socket"
+                                    : std::string("--control-socket");
+      return make_error(where + ": " + control.error().message);
+    } else {
+      // The default path: a second target on the machine, or one run without root (no /run/rdmablk), still
+      // starts; the control socket is then off, and the log says how to have one.
+      spdlog::warn("control socket off: {} (set control.socket in the config, or --control-socket)",
+                   control.error().message);
+    }
+  }
+  if (config.metrics.enabled) {
+    auto metrics = MetricsHttpServer::create(config.metrics.address, config.metrics.port, MetricsHttpLimits{},
+                                             [self] { return render_prometheus(self->status()); });
+    if (!metrics) {
+      return make_error(config.source + ":" + std::to_string(config.metrics.at.line) + ":" +
+                        std::to_string(config.metrics.at.column) + ": metrics: " + metrics.error().message);
+    }
+    s.metrics = std::move(*metrics);
+    spdlog::info("Prometheus metrics on http://{}/metrics", (*s.metrics).bound_address());
+  }
+  return d;
+}
+
+Daemon::~Daemon() { stop(); }
+
+Result<std::string> Daemon::reload() {
+  Impl& s = *impl_;
+  auto config = load_config(s.options.config_path);
+  if (!config) return tl::unexpected(config.error());
+  EnvironmentChecks checks;
+  checks.ports = false;
+  if (auto env = validate_environment(*config, checks); !env) return tl::unexpected(env.error());
+  // Listeners, reactors, the control socket and the metrics endpoint stay as started: the sockets stay
+  // bound, so the core keeps serving (and advertising, and enforcing the roles of) the listeners that
+  // really exist.
+  if (auto pending = restart_only_changes(s.config, *config); !pending.empty()) {
+    std::string keys;
+    for (const auto& k : pending) keys += (keys.empty() ? "" : ", ") + k;
+    spdlog::warn("changes to {} take effect at the next restart", keys);
+  }
+  // The listeners as started (endpoints, roles, TLS), each with the ANA states the file now gives it.
+  std::vector<ListenerConfig> listeners = s.config.listeners;
+  for (auto& l : listeners) {
+    for (const auto& n : config->listeners)
+      if (n.transport == l.transport && n.address == l.address && n.port == l.port && n.role == l.role) l.ana = n.ana;
+  }
+  config->listeners = std::move(listeners);
+  auto summary = s.core->reload(*config);
+  if (!summary) return tl::unexpected(summary.error());
+  // A file or block device grown since it was opened (rbd images tell by themselves): like nvmet's
+  // revalidate_size, a reload is the moment to look.
+  s.core->refresh_namespace_sizes();
+  s.tls_psks->update(*config);  // new handshakes use the new PSKs; connections up keep theirs
+  for (const auto& warning : config->warnings) spdlog::warn("{}", warning);
+  spdlog::info("reloaded {}: {}", s.options.config_path, summary->describe());
+  s.config = std::move(*config);
+  s.config_loaded_unix_ms = unix_ms_now();
+  return summary->describe();
+}
+
+Result<std::string> Daemon::reload_notifying(const char* why) {
+  sd_notify(0, "RELOADING=1");
+  spdlog::info("{}: reloading {}", why, impl_->options.config_path);
+  auto r = reload();
+  if (!r) spdlog::error("reload failed, configuration unchanged: {}", r.error().message);
+  sd_notify(0, "READY=1");
+  return r;
+}
+
+TargetStatus Daemon::status() const {
+  const Impl& s = *impl_;
+  // Fresh buffer-pool numbers: the reactors answer a probe within microseconds unless stuck (then the last
+  // known numbers are shown and the reactor is reported unresponsive).
+  const uint64_t seq = post_probes();
+  const auto probe_deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(200);
+  auto all_answered = [&] {
+    for (const auto& p : s.probes)
+      if (p->answered.load(std::memory_order_acquire) < seq) return false;
+    return true;
+  };
+  while (!all_answered() && std::chrono::steady_clock::now() < probe_deadline)
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  const auto now = std::chrono::steady_clock::now();
+  const double since_sample = s.last_sample == std::chrono::steady_clock::time_point{}
+                                  ? 0.0
+                                  : std::chrono::duration<double>(now - s.last_sample).count();
+  TargetStatus out;
+  out.version = kTargetVersion;
+  out.pid = static_cast<int>(::getpid());
+  out.uptime_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - s.started).count();
+  out.config_path = s.options.config_path;
+  out.config_loaded_unix_ms = s.config_loaded_unix_ms;
+  for (const auto& l : s.config.listeners) {
+    out.listeners.push_back({transport::transport_name(l.transport), l.address, l.port, listener_role_name(l.role)});
+  }
+  for (std::size_t i = 0; i < s.reactors.size(); ++i) {
+    stats::ReactorStats r;
+    r.index = static_cast<unsigned>(i);
+    r.cpu = s.reactors[i]->cpu();
+    r.busy_ns = static_cast<uint64_t>(s.reactors[i]->busy_time().count());
+    r.uptime_ns = static_cast<uint64_t>(s.reactors[i]->age().count());
+    // Busy share since the last periodic sample when that is long enough to mean something, else over the
+    // interval before it.
+    r.recent_busy_ratio = since_sample >= 1.0 ? std::min(1.0, static_cast<double>(r.busy_ns - s.last_busy_ns[i]) /
+                                                                    (since_sample * 1e9))
+                                              : s.recent_busy[i];
+    r.responsive = s.probes[i]->answered.load(std::memory_order_acquire) >= seq;
+    r.buffers_total = s.buffers_per_pool;
+    const uint64_t free = s.probes[i]->free_buffers.load(std::memory_order_relaxed);
+    r.buffers_in_use = r.buffers_total > free ? r.buffers_total - free : 0;
+    r.buffer_bytes = s.pools[i]->region().iov_len;
+    out.reactors.push_back(r);
+  }
+  out.process = read_process_status(static_cast<double>(s.started_unix_ms) / 1e3);
+  s.core->fill_status(out);
+  return out;
+}
+
+uint64_t Daemon::post_probes() const {
+  Impl& s = *impl_;
+  const uint64_t seq = ++s.probe_seq;
+  for (std::size_t i = 0; i < s.reactors.size(); ++i) {
+    ReactorProbe* probe = s.probes[i].get();
+    transport::BufferPool* pool = s.pools[i].get();
+    s.reactors[i]->post([probe, pool, seq] {
+      probe->free_buffers.store(pool->free_small() + pool->free_large(), std::memory_order_relaxed);
+      probe->answered.store(seq, std::memory_order_release);
+    });
+  }
+  return seq;
+}
+
+void Daemon::periodic() {
+  Impl& s = *impl_;
+  const auto now = std::chrono::steady_clock::now();
+  // 1. Watchdog: ping systemd only when every reactor ran the previous probe (a stuck reactor, or a frozen
+  // process, lets the watchdog fire).
+  bool all_answered = true;
+  for (std::size_t i = 0; i < s.probes.size(); ++i) {
+    if (s.probes[i]->answered.load(std::memory_order_acquire) < s.periodic_seq) {
+      all_answered = false;
+      if (!s.watchdog_withheld) spdlog::warn("reactor {} did not answer its heartbeat: watchdog ping withheld", i);
+    }
+  }
+  s.watchdog_withheld = !all_answered;
+  if (all_answered) sd_notify(0, "WATCHDOG=1");
+  // 2. The next probe.
+  s.periodic_seq = post_probes();
+  // 3. Busy ratios and IOPS over the interval, and the STATUS= line.
+  const double dt = s.last_sample == std::chrono::steady_clock::time_point{}
+                        ? 0.0
+                        : std::chrono::duration<double>(now - s.last_sample).count();
+  for (std::size_t i = 0; i < s.reactors.size(); ++i) {
+    const uint64_t busy = static_cast<uint64_t>(s.reactors[i]->busy_time().count());
+    if (dt > 0) s.recent_busy[i] = std::min(1.0, static_cast<double>(busy - s.last_busy_ns[i]) / (dt * 1e9));
+    s.last_busy_ns[i] = busy;
+  }
+  TargetStatus st;
+  s.core->fill_status(st);
+  uint64_t commands = 0;
+  for (const auto& ns : st.namespace_stats) commands += ns.io.total_commands();
+  if (dt > 0) s.recent_iops = static_cast<double>(commands >= s.last_commands ? commands - s.last_commands : 0) / dt;
+  s.last_commands = commands;
+  s.last_sample = now;
+  std::size_t io_controllers = 0;
+  for (const auto& c : st.controllers) io_controllers += c.discovery ? 0 : 1;
+  const std::string line = fmt::format("STATUS={} controllers, {} subsystems, {} IOPS", io_controllers,
+                                       st.subsystems.size(), short_number(s.recent_iops));
+  sd_notify(0, line.c_str());
+}
+
+void Daemon::stop() {
+  if (!impl_ || impl_->stopped) return;
+  Impl& s = *impl_;
+  s.stopped = true;
+  for (auto& l : s.tcp_listeners) l->stop();
+  for (auto& l : s.rdma_listeners) l->stop();
+  if (s.core) {
+    s.core->shutdown("target shutting down");
+    // Queues close on their reactors; wait until the transports report every connection gone.
+    auto deadline = std::chrono::steady_clock::now() + s.options.drain_timeout;
+    while ((s.core->controller_count() > 0 || live_connections() > 0) &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    if (live_connections() > 0) {
+      spdlog::warn("stopping with {} connections still draining after {} ms", live_connections(),
+                   s.options.drain_timeout.count());
+    }
+  }
+  // RDMA verbs objects (PD, CQ, MR) live on their reactors and are freed there, and so are the TCP listeners'
+  // acceptors once their cancelled accept completes (stopping the reactors first leaked them: LeakSanitizer).
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(2);
+  while ((transport::rdma::live_rdma_reactor_contexts() > 0 || transport::tcp::live_tcp_acceptors() > 0) &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  s.control.reset();
+  s.metrics.reset();
+  s.stop_reactors();
+  s.tcp_listeners.clear();
+  s.rdma_listeners.clear();
+  s.core.reset();
+  // rbd images are closed on a background thread (their rbd cache flushed): wait for that before exiting.
+  if (!backend::wait_for_rbd_closes(std::chrono::seconds(60)))
+    spdlog::warn("stopping before every rbd image was closed (the cluster does not answer)");
+}
+
+int Daemon::run() {
+  Impl& s = *impl_;
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  sigaddset(&set, SIGHUP);
+  const int sfd = ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (sfd < 0) {
+    spdlog::error("signalfd: {}", std::strerror(errno));
+    stop();
+    return 1;
+  }
+  // The periodic sample: often enough to ping a watchdog well within its timeout, else every 5 s (the
+  // STATUS= line). Idle, the control thread and each reactor wake once per period.
+  std::chrono::milliseconds period{5000};
+  uint64_t watchdog_usec = 0;
+  if (sd_watchdog_enabled(0, &watchdog_usec) > 0 && watchdog_usec > 0) {
+    period = std::min(period, std::chrono::milliseconds(std::max<uint64_t>(watchdog_usec / 4000, 100)));
+    spdlog::info("systemd watchdog: {} ms, pinged every {} ms while every reactor answers", watchdog_usec / 1000,
+                 period.count());
+  }
+  periodic();
+  sd_notify(0, "READY=1");
+  spdlog::info("rdmablk-target ready");
+  auto next_sample = std::chrono::steady_clock::now() + period;
+  std::vector<pollfd> fds;
+  for (;;) {
+    fds.clear();
+    fds.push_back({sfd, POLLIN, 0});
+    fds.push_back({s.resize->fd, POLLIN, 0});
+    if (s.control) s.control->add_pollfds(fds);
+    if (s.metrics) s.metrics->add_pollfds(fds);
+    auto now = std::chrono::steady_clock::now();
+    int timeout = static_cast<int>(
+        std::max<int64_t>(0, std::chrono::duration_cast<std::chrono::milliseconds>(next_sample - now).count() + 1));
+    if (s.control) {
+      const int t = s.control->poll_timeout_ms(now);
+      if (t >= 0) timeout = std::min(timeout, t);
+    }
+    if (s.metrics) {
+      const auto t = s.metrics->next_timeout(now);
+      if (t < std::chrono::milliseconds(timeout)) timeout = static_cast<int>(t.count());
+    }
+    const int rc = ::poll(fds.data(), fds.size(), timeout);
+    if (rc < 0 && errno != EINTR) {
+      spdlog::error("control loop: poll: {}", std::strerror(errno));
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    now = std::chrono::steady_clock::now();
+    if (rc > 0 && (fds[0].revents & POLLIN) != 0) {
+      signalfd_siginfo info{};
+      while (::read(sfd, &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info))) {
+        if (info.ssi_signo == SIGHUP) {
+          (void)reload_notifying("SIGHUP");
+          continue;
+        }
+        spdlog::info("{}: draining in-flight I/O and disconnecting hosts",
+                     info.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
+        sd_notify(0, "STOPPING=1");
+        ::close(sfd);
+        stop();
+        spdlog::info("rdmablk-target stopped");
+        return 0;
+      }
+    }
+    if (rc > 0 && (fds[1].revents & POLLIN) != 0) {
+      s.resize->clear();
+      s.core->refresh_namespace_sizes();
+    }
+    if (rc > 0) {
+      if (s.control) s.control->handle(fds, now);
+      if (s.metrics) s.metrics->handle(fds, now);
+    } else if (rc == 0) {
+      if (s.control) s.control->handle({}, now);  // idle timeouts
+      if (s.metrics) s.metrics->handle(std::span<const pollfd>(), now);
+    }
+    if (now >= next_sample) {
+      periodic();
+      next_sample = now + period;
+    }
+  }
+}
+
+}  // namespace rdmablk::target

@@ -1,0 +1,47 @@
+// ProcessStatus from /proc/self, for the process_* metrics.
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "target/core/status.h"
+
+namespace rdmablk::target {
+
+ProcessStatus read_process_status(double start_time_unix_s) {
+  ProcessStatus p;
+  p.start_time_unix_s = start_time_unix_s;
+  // /proc/self/stat: fields after the command name "(...)": state is field 3; utime 14, stime 15,
+  // num_threads 20, vsize 23, rss 24 (pages).
+  std::ifstream f("/proc/self/stat");
+  std::string line;
+  if (std::getline(f, line)) {
+    const auto close = line.rfind(')');
+    if (close != std::string::npos) {
+      std::istringstream in(line.substr(close + 2));
+      std::string v[22];
+      for (auto& field : v) in >> field;
+      try {
+        const double tick = static_cast<double>(::sysconf(_SC_CLK_TCK));
+        p.cpu_seconds = (std::stod(v[11]) + std::stod(v[12])) / tick;
+        p.threads = std::stoull(v[17]);
+        p.virtual_bytes = std::stoull(v[20]);
+        p.resident_bytes = std::stoull(v[21]) * static_cast<uint64_t>(::sysconf(_SC_PAGESIZE));
+      } catch (const std::exception&) {
+        // a malformed line: the fields stay 0
+      }
+    }
+  }
+  std::error_code ec;
+  for (auto it = std::filesystem::directory_iterator("/proc/self/fd", ec); !ec && it != std::filesystem::directory_iterator();
+       it.increment(ec))
+    ++p.open_fds;
+  rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) p.max_fds = rl.rlim_cur;
+  return p;
+}
+
+}  // namespace rdmablk::target
