@@ -9,13 +9,13 @@
 #include "protocol/ana.h"
 #include "protocol/identify.h"
 #include "protocol/log_pages.h"
+#include "target/commands/command_table.h"
 #include "target/core/core_internal.h"
 
 namespace rdmablk::target {
 
 namespace {
 
-using protocol::AdminOpcode;
 using transport::DataDirection;
 
 template <typename T>
@@ -69,46 +69,13 @@ uint32_t supported_aec(const Controller& ctrl) noexcept {
 
 }  // namespace
 
-void TargetCore::handle_admin(CoreQueue& q, TargetRequest& req) noexcept {
-  Controller& ctrl = *q.ctrl;
-  if (Status s = check_common_flags(req.sqe.hdr); !s.ok()) {
-    finish(req, s);
-    return;
-  }
-  if (!ctrl.ready.load(std::memory_order_relaxed)) {
-    finish(req, st::command_sequence_error);  // CC.EN = 0 or CSTS.RDY = 0
-    return;
-  }
-  ctrl.touch_if_traffic_based();
-  const auto op = static_cast<AdminOpcode>(req.sqe.hdr.opcode);
-  switch (op) {
-    case AdminOpcode::get_log_page:
-      get_log_page(q, req);
-      return;
-    case AdminOpcode::identify:
-      identify(q, req);
-      return;
-    case AdminOpcode::set_features:
-      set_features(q, req);
-      return;
-    case AdminOpcode::get_features:
-      get_features(q, req);
-      return;
-    case AdminOpcode::async_event_request:
-      async_event_request(q, req);
-      return;
-    case AdminOpcode::keep_alive:
-      ctrl.touch();
-      finish(req, st::success);
-      return;
-    case AdminOpcode::abort:
-      if (ctrl.discovery) break;
-      finish(req, st::success, 1);  // DW0 bit 0: command not aborted (like nvmet)
-      return;
-    default:
-      break;
-  }
-  finish(req, st::invalid_opcode);
+void TargetCore::keep_alive(CoreQueue& q, TargetRequest& req) noexcept {
+  q.ctrl->touch();
+  finish(req, st::success);
+}
+
+void TargetCore::abort_command(CoreQueue& /*q*/, TargetRequest& req) noexcept {
+  finish(req, st::success, 1);  // DW0 bit 0: command not aborted (like nvmet)
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -155,7 +122,9 @@ std::vector<uint8_t> TargetCore::identify_controller_data(const Controller& ctrl
                 ic::kAnacapPersistentLoss | ic::kAnacapChange;
     id.anagrpmax.set(kAnaGroupMax);
     id.nanagrpid.set(kAnaGroupMax);
-    id.oncs.set(ic::kOncsDsm | ic::kOncsWriteZeroes);
+    id.oacs.set(capability_bits(CapabilityField::oacs));
+    id.oncs.set(capability_bits(CapabilityField::oncs));
+    id.fuses.set(capability_bits(CapabilityField::fuses));
     if (table.any_volatile_cache()) id.vwc = ic::kVwcPresent | ic::kVwcFlushAllNotSupported;
   }
   uint32_t sgls = ic::kSglsSupported | ic::kSglsOffset;
@@ -352,21 +321,9 @@ void TargetCore::get_log_page(CoreQueue& q, TargetRequest& req) noexcept {
           if (!cmd.rae()) ctrl.aen_masked &= ~kAenMaskAna;
           break;
         }
-        case protocol::LogPageId::commands_supported_effects: {
-          protocol::CommandEffectsLog log{};
-          namespace fx = protocol::effects;
-          for (auto op : {AdminOpcode::get_log_page, AdminOpcode::identify, AdminOpcode::abort,
-                          AdminOpcode::set_features, AdminOpcode::get_features, AdminOpcode::async_event_request,
-                          AdminOpcode::keep_alive})
-            log.acs[static_cast<uint8_t>(op)].set(fx::kCsupp);
-          log.iocs[static_cast<uint8_t>(protocol::IoOpcode::read)].set(fx::kCsupp);
-          log.iocs[static_cast<uint8_t>(protocol::IoOpcode::flush)].set(fx::kCsupp);
-          for (auto op : {protocol::IoOpcode::write, protocol::IoOpcode::write_zeroes,
-                          protocol::IoOpcode::dataset_management})
-            log.iocs[static_cast<uint8_t>(op)].set(fx::kCsupp | fx::kLbcc);
-          page = to_bytes(log);
+        case protocol::LogPageId::commands_supported_effects:
+          page = to_bytes(command_effects_log());
           break;
-        }
         default:
           known = false;
           break;

@@ -50,58 +50,21 @@ bool TargetCore::serves_subsystems_locked(const transport::TransportAddress& loc
   return i < 0 || listeners_[static_cast<std::size_t>(i)].role != ListenerRole::discovery;
 }
 
-void TargetCore::handle_fabrics(CoreQueue& q, TargetRequest& req) noexcept {
-  const auto fc = protocol::as<protocol::FabricsCommand>(req.sqe);
-  if (fc.type() == FabricsType::connect) {
-    if (q.state != QueueState::unconnected) {
-      finish(req, st::command_sequence_error);  // Connect on a connected queue
-      return;
-    }
-    if (Status s = check_common_flags(req.sqe.hdr); !s.ok()) {
-      finish(req, s);
-      return;
-    }
-    if (Status s = check_data(req, transport::DataDirection::host_to_controller, protocol::kConnectDataSize); !s.ok()) {
-      finish(req, s);
-      return;
-    }
-    request_state(req).stage = Stage::connect;
-    if (req.data_in_capsule) {
-      connect_with_data(q, req);
-    } else {
-      req.queue->fetch_data(req);
-    }
+void TargetCore::connect(CoreQueue& q, TargetRequest& req) noexcept {
+  if (Status s = check_common_flags(req.sqe.hdr); !s.ok()) {
+    finish(req, s);
     return;
   }
-  if (q.state == QueueState::unconnected) {
-    finish(req, st::command_sequence_error);
+  if (Status s = check_data(req, transport::DataDirection::host_to_controller, protocol::kConnectDataSize); !s.ok()) {
+    finish(req, s);
     return;
   }
-  // DH-HMAC-CHAP runs on every queue, before and after it authenticated (re-authentication).
-  if (fc.type() == FabricsType::authentication_send) {
-    if (q.ctrl) q.ctrl->touch_if_traffic_based();
-    auth_send(q, req);
-    return;
+  request_state(req).stage = Stage::connect;
+  if (req.data_in_capsule) {
+    connect_with_data(q, req);
+  } else {
+    req.queue->fetch_data(req);
   }
-  if (fc.type() == FabricsType::authentication_receive) {
-    if (q.ctrl) q.ctrl->touch_if_traffic_based();
-    auth_receive(q, req);
-    return;
-  }
-  if (q.state == QueueState::admin) {
-    if (q.ctrl) q.ctrl->touch_if_traffic_based();
-    switch (fc.type()) {
-      case FabricsType::property_get:
-        property_get(q, req);
-        return;
-      case FabricsType::property_set:
-        property_set(q, req);
-        return;
-      default:
-        break;
-    }
-  }
-  finish(req, st::invalid_opcode);  // Disconnect, properties on an I/O queue
 }
 
 void TargetCore::connect_with_data(CoreQueue& q, TargetRequest& req) noexcept {

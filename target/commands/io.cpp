@@ -7,7 +7,8 @@
 #include <array>
 
 #include "protocol/ana.h"
-#include "target/core/core_internal.h"
+#include "target/commands/command_table.h"
+#include "target/commands/io_commands.h"
 
 namespace rdmablk::target {
 
@@ -20,18 +21,6 @@ using transport::DataDirection;
 constexpr bool range_ok(uint64_t slba, uint64_t nlb, uint64_t nsze) noexcept {
   return slba < nsze && nlb <= nsze - slba;
 }
-
-// What an I/O command touches in its namespace, for check_access().
-struct IoAccess {
-  bool writes = false;  // it modifies the namespace: Write, Write Zeroes, DSM deallocate
-  uint64_t slba = 0;    // its LBA range [slba, slba + nlb); nlb = 0: none (Flush, DSM)
-  uint64_t nlb = 0;
-  // Host data received for that range, which must be exactly nlb blocks; 0 = not checked (before the data
-  // moves, check_data() checks the SGL length against the same namespace).
-  uint64_t data_bytes = 0;
-  const uint8_t* dsm_ranges = nullptr;  // DSM deallocate, once received: dsm_range_count DsmRange entries
-  uint32_t dsm_range_count = 0;
-};
 
 // The access check of every I/O command, when it arrives and again once its host data is here (a reload may
 // have removed or replaced the namespace while the data moved): the namespace is active (Invalid Namespace),
@@ -66,83 +55,82 @@ Status check_ana(const CoreQueue& q, const Namespace& ns) noexcept {
   return protocol::ana_io_status(q.ana_port->get(ns.ana_group.load(std::memory_order_relaxed)));
 }
 
+}  // namespace
+
+// The opcode's own checks (the command table's I/O entries; see io_commands.h).
+Status prepare_read_write(IoPrep& p) noexcept {
+  const auto cmd = protocol::as<protocol::ReadWriteCommand>(p.req.sqe);
+  const uint64_t bytes = uint64_t{cmd.block_count()} * p.ns.geometry.block_size;
+  if (bytes > p.limits.max_io_size) return st::invalid_field;  // above MDTS
+  const bool write = static_cast<IoOpcode>(p.req.sqe.hdr.opcode) == IoOpcode::write;
+  if (Status s = check_data(p.req, write ? DataDirection::host_to_controller : DataDirection::controller_to_host,
+                            static_cast<uint32_t>(bytes));
+      !s.ok())
+    return s;
+  p.access.writes = write;
+  p.access.slba = cmd.start_lba();
+  p.access.nlb = cmd.block_count();
+  p.rs.op = write ? backend::Op::write : backend::Op::read;
+  p.rs.stage = write ? Stage::write : Stage::none;
+  p.rs.slba = cmd.start_lba();
+  p.rs.blocks = cmd.block_count();
+  p.rs.count = 1;
+  return st::success;
+}
+
+Status prepare_flush(IoPrep& p) noexcept {
+  p.rs.op = backend::Op::flush;
+  p.rs.count = 1;
+  return st::success;
+}
+
+Status prepare_write_zeroes(IoPrep& p) noexcept {
+  const auto cmd = protocol::as<protocol::WriteZeroesCommand>(p.req.sqe);
+  const backend::Geometry& geo = p.ns.geometry;
+  p.access.writes = true;
+  p.access.slba = cmd.start_lba();
+  p.access.nlb = cmd.block_count();
+  // DEAC: the host allows deallocation, which zeroes only where deallocated blocks read as zeroes (DLFEAT).
+  p.rs.op = cmd.deallocate() && geo.caps.deallocate && geo.caps.deallocated_reads_zeroes ? backend::Op::deallocate
+                                                                                          : backend::Op::write_zeroes;
+  p.rs.slba = cmd.start_lba();
+  p.rs.blocks = cmd.block_count();
+  p.rs.fua = cmd.fua();
+  p.rs.count = 1;
+  return st::success;
+}
+
+Status prepare_dataset_management(IoPrep& p) noexcept {
+  // Only the deallocate attribute does something; IDR/IDW hints alone complete at once (count 0).
+  if (protocol::as<protocol::DsmCommand>(p.req.sqe).deallocate()) {
+    p.access.writes = true;
+    p.rs.stage = Stage::dsm;
+  }
+  return st::success;
+}
+
+namespace {
+
 // Validates a new I/O command and fills its RequestState: success, or the status to complete it with. The
 // order of the checks decides the status of a command with several faults: controller ready, command flags,
-// opcode, namespace, the transfer of Read and Write (MDTS, data SGL), the access (check_access), the range
-// list transfer of a DSM deallocate.
+// opcode (the command table), namespace, the opcode's own checks (its entry's prepare: the transfer of Read
+// and Write, MDTS, data SGL), the access (check_access), the range list transfer of a DSM deallocate.
 Status prepare_io(CoreQueue& q, TargetRequest& req, const QueueLimits& limits) noexcept {
   Controller& ctrl = *q.ctrl;
   const auto& h = req.sqe.hdr;
   if (!ctrl.ready.load(std::memory_order_relaxed)) return st::command_sequence_error;
   if (Status s = check_common_flags(h); !s.ok()) return s;
   ctrl.touch_if_traffic_based();
-  const auto op = static_cast<IoOpcode>(h.opcode);
-  switch (op) {
-    case IoOpcode::read:
-    case IoOpcode::write:
-    case IoOpcode::flush:
-    case IoOpcode::write_zeroes:
-    case IoOpcode::dataset_management:
-      break;
-    default:
-      return st::invalid_opcode;
-  }
+  const CommandEntry* const cmd = find_command(CommandSet::io, h.opcode);
+  if (cmd == nullptr) return st::invalid_opcode;
   NsSlot* const slot = q.view->find(h.nsid.get());
   RequestState& rs = request_state(req);
   IoAccess access;
   if (slot != nullptr) {  // (a missing namespace is check_access's to report)
     rs.ns_stats = slot->stats;
     if (Status s = check_ana(q, *slot->ns); !s.ok()) return s;  // before the command's own checks, as nvmet
-    const backend::Geometry& geo = slot->ns->geometry;
-    switch (op) {
-      case IoOpcode::read:
-      case IoOpcode::write: {
-        const auto cmd = protocol::as<protocol::ReadWriteCommand>(req.sqe);
-        const uint64_t bytes = uint64_t{cmd.block_count()} * geo.block_size;
-        if (bytes > limits.max_io_size) return st::invalid_field;  // above MDTS
-        const bool write = op == IoOpcode::write;
-        if (Status s = check_data(req, write ? DataDirection::host_to_controller : DataDirection::controller_to_host,
-                                  static_cast<uint32_t>(bytes));
-            !s.ok())
-          return s;
-        access.writes = write;
-        access.slba = cmd.start_lba();
-        access.nlb = cmd.block_count();
-        rs.op = write ? backend::Op::write : backend::Op::read;
-        rs.stage = write ? Stage::write : Stage::none;
-        rs.slba = cmd.start_lba();
-        rs.blocks = cmd.block_count();
-        rs.count = 1;
-        break;
-      }
-      case IoOpcode::flush:
-        rs.op = backend::Op::flush;
-        rs.count = 1;
-        break;
-      case IoOpcode::write_zeroes: {
-        const auto cmd = protocol::as<protocol::WriteZeroesCommand>(req.sqe);
-        access.writes = true;
-        access.slba = cmd.start_lba();
-        access.nlb = cmd.block_count();
-        // DEAC: the host allows deallocation, which zeroes only where deallocated blocks read as zeroes (DLFEAT).
-        rs.op = cmd.deallocate() && geo.caps.deallocate && geo.caps.deallocated_reads_zeroes ? backend::Op::deallocate
-                                                                                              : backend::Op::write_zeroes;
-        rs.slba = cmd.start_lba();
-        rs.blocks = cmd.block_count();
-        rs.fua = cmd.fua();
-        rs.count = 1;
-        break;
-      }
-      case IoOpcode::dataset_management:
-        // Only the deallocate attribute does something; IDR/IDW hints alone complete at once (count 0).
-        if (protocol::as<protocol::DsmCommand>(req.sqe).deallocate()) {
-          access.writes = true;
-          rs.stage = Stage::dsm;
-        }
-        break;
-      default:
-        break;
-    }
+    IoPrep prep{q, req, rs, *slot->ns, limits, access};
+    if (Status s = cmd->prepare(prep); !s.ok()) return s;
   }
   if (Status s = check_access(slot, access); !s.ok()) return s;
   if (rs.stage == Stage::dsm) {
@@ -189,9 +177,9 @@ Status prepare_with_data(CoreQueue& q, TargetRequest& req) noexcept {
   return rs.count != 0 ? open_channel(q, rs, *slot) : st::success;
 }
 
-// The backend request number rs.next of the command, moving rs.next past empty DSM ranges. False when they
-// have all been submitted.
-bool next_request(TargetRequest& req, RequestState& rs, backend::Request& b) noexcept {
+}  // namespace
+
+bool next_backend_request(TargetRequest& req, RequestState& rs, backend::Request& b) noexcept {
   if (rs.stage == Stage::dsm) {
     for (; rs.next < rs.count; ++rs.next) {
       const auto r = protocol::load<protocol::DsmRange>(req.data + std::size_t{rs.next} * sizeof(protocol::DsmRange));
@@ -217,159 +205,6 @@ bool next_request(TargetRequest& req, RequestState& rs, backend::Request& b) noe
   return true;
 }
 
-}  // namespace
-
-// ---------------------------------------------------------------------------------------------------------
-// Reactor state: views and channels
-// ---------------------------------------------------------------------------------------------------------
-
-NsSlot* SubsystemView::find(uint32_t nsid) noexcept {
-  auto it = std::lower_bound(slots.begin(), slots.end(), nsid,
-                             [](const NsSlot& s, uint32_t id) { return s.nsid < id; });
-  if (it == slots.end() || it->nsid != nsid) return nullptr;
-  return &*it;
-}
-
-ReactorState::~ReactorState() { detach(); }
-
-void ReactorState::detach() noexcept {
-  if (poller_added_) {
-    reactor_.remove_poller(this);
-    poller_added_ = false;
-  }
-  for (auto& ch : channels_) unwatch(*ch);
-}
-
-void ReactorState::unwatch(NsChannel& ch) noexcept {
-  if (!ch.watched) return;
-  reactor_.unwatch_fd(&ch.watch.op);
-  ch.watched = false;
-}
-
-stats::IoStats* ReactorState::namespace_stats(const std::string& nqn, uint32_t nsid) {
-  std::lock_guard lock(ns_stats_mu_);
-  auto& block = ns_stats_[{nqn, nsid}];
-  if (!block) block = std::make_unique<stats::IoStats>();
-  return block.get();
-}
-
-void ReactorState::collect_namespace_stats(const std::string& nqn, uint32_t nsid, stats::IoStatsSnapshot& out) const {
-  std::lock_guard lock(ns_stats_mu_);
-  if (auto it = ns_stats_.find({nqn, nsid}); it != ns_stats_.end()) out.add(*it->second);
-}
-
-SubsystemView* ReactorState::view(const std::shared_ptr<Subsystem>& subsys,
-                                  const std::shared_ptr<const NamespaceTable>& table) {
-  auto it = views_.find(subsys.get());
-  if (it != views_.end()) {
-    if (table && (!it->second->table || table->generation > it->second->table->generation)) update(subsys, table);
-    return it->second.get();
-  }
-  auto v = std::make_unique<SubsystemView>();
-  v->subsys = subsys;
-  v->table = table;
-  for (const auto& ns : table->namespaces)
-    v->slots.push_back(NsSlot{ns->nsid, ns, nullptr, namespace_stats(subsys->nqn, ns->nsid)});
-  auto* raw = v.get();
-  views_.emplace(subsys.get(), std::move(v));
-  return raw;
-}
-
-void ReactorState::update(const std::shared_ptr<Subsystem>& subsys,
-                          const std::shared_ptr<const NamespaceTable>& table) {
-  auto it = views_.find(subsys.get());
-  if (it == views_.end()) return;  // no queue here uses it yet: view() will read the current table
-  SubsystemView& v = *it->second;
-  if (v.table && table->generation <= v.table->generation) return;  // stale message
-  std::vector<NsSlot> slots;
-  for (const auto& ns : table->namespaces) {
-    NsSlot slot{ns->nsid, ns, nullptr, namespace_stats(subsys->nqn, ns->nsid)};
-    if (NsSlot* old = v.find(ns->nsid); old != nullptr && old->ns == ns) {
-      slot.channel = old->channel;
-      old->channel = nullptr;
-    }
-    slots.push_back(std::move(slot));
-  }
-  for (auto& old : v.slots)
-    if (old.channel != nullptr) old.channel->retired = true;  // freed by poll() once drained
-  v.slots = std::move(slots);
-  v.table = table;
-}
-
-NsChannel* ReactorState::channel(NsSlot& slot) noexcept {
-  if (slot.channel != nullptr) return slot.channel;
-  try {
-    backend::QueueOptions opts;
-    opts.depth = backend_depth_;
-    opts.buffers = reactor_.registered_buffers();
-    auto queue = slot.ns->backend->open_queue(opts);
-    if (!queue) {
-      spdlog::error("namespace {}: cannot open a backend queue: {}", slot.nsid, queue.error().message);
-      return nullptr;
-    }
-    auto ch = std::make_unique<NsChannel>();
-    ch->ns = slot.ns;
-    ch->queue = std::move(*queue);
-    ch->fixed_buffers = !opts.buffers.empty();
-    slot.channel = ch.get();
-    if (const int fd = ch->queue->event_fd(); fd >= 0) {
-      ch->watch.channel = ch.get();
-      ch->watch.op.fn = [](transport::IoOp* op, int res, uint32_t) noexcept {
-        NsChannel& c = *reinterpret_cast<NsChannel::Watch*>(op)->channel;
-        if (res < 0) return;  // the poll failed (logged by the reactor): completions are still reaped by polling
-        // Reset the readiness now, before poll() reaps: a completion due after this re-signals it. The
-        // reactor counts this CQE as work and runs its pollers next.
-        c.queue->clear_event();
-      };
-      reactor_.watch_fd(fd, &ch->watch.op);
-      ch->watched = true;
-    }
-    channels_.push_back(std::move(ch));
-    if (!poller_added_) {
-      reactor_.add_poller(this);
-      poller_added_ = true;
-    }
-    return slot.channel;
-  } catch (const std::exception& e) {
-    spdlog::error("namespace {}: cannot open a backend queue: {}", slot.nsid, e.what());
-    return nullptr;
-  }
-}
-
-unsigned ReactorState::reap(NsChannel& ch) noexcept {
-  std::array<backend::Completion, 64> done;
-  const unsigned n = ch.queue->reap(done);
-  for (unsigned i = 0; i < n; ++i) {
-    --ch.in_flight;
-    core_.backend_completed(*reinterpret_cast<TargetRequest*>(done[i].user_data), done[i].status);
-  }
-  return n;
-}
-
-bool ReactorState::poll() noexcept {
-  bool work = false;
-  bool retired = false;
-  // By index: a completion may start new commands that open channels (push_back).
-  for (std::size_t i = 0; i < channels_.size(); ++i) {
-    NsChannel& ch = *channels_[i];
-    // Work only when something was reaped: while I/O is merely in flight the reactor may sleep, and the
-    // watch on the queue's event_fd() wakes it when completions are due.
-    if (ch.in_flight > 0 && reap(ch) > 0) {
-      work = true;
-      if (ch.parked_head != nullptr) resume_parked(ch);
-    }
-    retired = retired || ch.retired;
-  }
-  if (retired) {
-    std::erase_if(channels_, [this](const std::unique_ptr<NsChannel>& ch) {
-      if (!ch->retired || ch->in_flight != 0 || ch->parked_head != nullptr || ch->queue->in_flight() != 0)
-        return false;
-      unwatch(*ch);
-      return true;
-    });
-  }
-  return work;
-}
 
 // ---------------------------------------------------------------------------------------------------------
 // Commands
@@ -395,86 +230,6 @@ void TargetCore::io_data_ready(CoreQueue& q, TargetRequest& req, Status /*status
     return;
   }
   q.rs->submit(q, req);
-}
-
-// ---------------------------------------------------------------------------------------------------------
-// Backend submission: a full backend queue parks the command on its channel
-// ---------------------------------------------------------------------------------------------------------
-
-void ReactorState::submit(CoreQueue& q, TargetRequest& req) noexcept {
-  ++request_state(req).pending;  // the hold: completions reaped while submitting must not complete it early
-  submit_from_next(q, req, /*resumed=*/false);
-}
-
-bool ReactorState::submit_from_next(CoreQueue& q, TargetRequest& req, bool resumed) noexcept {
-  RequestState& rs = request_state(req);
-  backend::Request b;
-  while (next_request(req, rs, b)) {
-    NsChannel& ch = *rs.channel;
-    b.user_data = reinterpret_cast<uint64_t>(&req);
-    Status s = backend::queue_full;
-    // First come, first served: a new command does not overtake those waiting for room.
-    if (resumed || ch.parked_head == nullptr) {
-      s = ch.queue->submit(b);
-      // Completions already due make room at once (ram and null complete inside submit()).
-      if (s == backend::queue_full && ch.in_flight > 0 && reap(ch) > 0) s = ch.queue->submit(b);
-    }
-    if (s == backend::queue_full) {
-      if (ch.in_flight > 0) {  // a completion will make room: wait for it (ReactorState::poll resumes)
-        park(ch, q, req, /*front=*/resumed);
-        return false;
-      }
-      s = st::internal_error;  // full with nothing in flight: nothing would ever make room (a broken backend)
-    }
-    if (!s.ok()) {  // refused: the command's status; what it already submitted still completes
-      if (rs.status_field == 0) rs.status_field = s.field();
-      break;
-    }
-    ++ch.in_flight;
-    ++q.backend_in_flight;
-    ++rs.pending;
-    ++rs.next;
-  }
-  if (--rs.pending == 0) core_.io_request_done(q, req);
-  return true;
-}
-
-void ReactorState::park(NsChannel& ch, CoreQueue& q, TargetRequest& req, bool front) noexcept {
-  RequestState& rs = request_state(req);
-  ++q.parked;
-  if (front) {  // resumed and still no room: it stays first
-    rs.next_parked = ch.parked_head;
-    ch.parked_head = &req;
-    if (ch.parked_tail == nullptr) ch.parked_tail = &req;
-    return;
-  }
-  rs.next_parked = nullptr;
-  if (ch.parked_tail != nullptr) {
-    request_state(*ch.parked_tail).next_parked = &req;
-  } else {
-    ch.parked_head = &req;
-  }
-  ch.parked_tail = &req;
-}
-
-void ReactorState::resume_parked(NsChannel& ch) noexcept {
-  while (ch.parked_head != nullptr) {
-    TargetRequest& req = *ch.parked_head;
-    RequestState& rs = request_state(req);
-    ch.parked_head = rs.next_parked;
-    if (ch.parked_head == nullptr) ch.parked_tail = nullptr;
-    rs.next_parked = nullptr;
-    CoreQueue& q = core_queue(req);
-    --q.parked;
-    if (q.closed) {
-      // The host is gone: submit nothing more of it (a write now could land after the host has retried it
-      // elsewhere). Released once what it already submitted has ended.
-      if (rs.status_field == 0) rs.status_field = st::aborted_sq_deletion.field();
-      if (--rs.pending == 0) core_.io_request_done(q, req);
-      continue;
-    }
-    if (!submit_from_next(q, req, /*resumed=*/true)) return;  // full again: it waits at the head
-  }
 }
 
 // ---------------------------------------------------------------------------------------------------------

@@ -193,11 +193,16 @@ class TargetCore final : public transport::TargetQueueHandler {
                                EventReleases& notify);
   std::vector<uint8_t> ana_log_locked(const Controller& ctrl, bool groups_only) const;
 
+  // core/dispatch.cpp: a command to its handler in the command table (commands/command_table.h). The
+  // handlers below that take (CoreQueue&, TargetRequest&) are the table's.
+  void handle_fabrics(CoreQueue& q, transport::TargetRequest& req) noexcept;
+  void handle_admin(CoreQueue& q, transport::TargetRequest& req) noexcept;
+
   // commands/fabrics.cpp
   // False when `local` (a queue's local address) is on a discovery-role listener, which serves the discovery
   // controller only.
   bool serves_subsystems_locked(const transport::TransportAddress& local) const noexcept;
-  void handle_fabrics(CoreQueue& q, transport::TargetRequest& req) noexcept;
+  void connect(CoreQueue& q, transport::TargetRequest& req) noexcept;
   void connect_with_data(CoreQueue& q, transport::TargetRequest& req) noexcept;
   void admin_connect(CoreQueue& q, transport::TargetRequest& req, const protocol::ConnectCommand& cmd,
                      const protocol::ConnectDataView& data) noexcept;
@@ -218,7 +223,8 @@ class TargetCore final : public transport::TargetQueueHandler {
   bool auth_blocked_locked(const std::string& hostnqn);
 
   // commands/admin.cpp
-  void handle_admin(CoreQueue& q, transport::TargetRequest& req) noexcept;
+  void keep_alive(CoreQueue& q, transport::TargetRequest& req) noexcept;
+  void abort_command(CoreQueue& q, transport::TargetRequest& req) noexcept;
   void identify(CoreQueue& q, transport::TargetRequest& req) noexcept;
   void get_log_page(CoreQueue& q, transport::TargetRequest& req) noexcept;
   void set_features(CoreQueue& q, transport::TargetRequest& req) noexcept;
@@ -226,7 +232,7 @@ class TargetCore final : public transport::TargetQueueHandler {
   void async_event_request(CoreQueue& q, transport::TargetRequest& req) noexcept;
   std::vector<uint8_t> identify_controller_data(const Controller& ctrl) const;  // mu_ held
 
-  // discovery.cpp
+  // commands/discovery.cpp
   std::vector<uint8_t> discovery_log_locked(const Controller& ctrl) const;
 
   // commands/io.cpp
@@ -268,6 +274,7 @@ class TargetCore final : public transport::TargetQueueHandler {
 
   static constexpr uint16_t kMinCntlidValue = 1;
   friend class ReactorState;
+  friend struct CommandTableAccess;  // the command table names the handlers
 };
 
 }  // namespace rdmablk::target
