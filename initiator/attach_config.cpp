@@ -16,7 +16,7 @@
 #include <sstream>
 
 #include "config/yaml_diagnostics.h"
-#include "initiator/controller.h"
+#include "initiator/host/controller.h"
 #include "protocol/fabrics.h"
 #include "security/dhchap_key.h"
 #include "security/tls_psk.h"

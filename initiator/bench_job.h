@@ -25,7 +25,7 @@
 #include <utility>
 #include <vector>
 
-#include "initiator/namespace_uri.h"
+#include "initiator/host/namespace_uri.h"
 #include "protocol/result.h"
 
 namespace rdmablk::initiator::bench {

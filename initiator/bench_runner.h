@@ -28,7 +28,7 @@
 
 #include "initiator/bench_job.h"
 #include "initiator/bench_report.h"
-#include "initiator/controller.h"
+#include "initiator/host/controller.h"
 
 namespace rdmablk::initiator::bench {
 

@@ -7,8 +7,8 @@
 
 #include <ostream>
 
-#include "initiator/controller.h"
-#include "initiator/kernel_fabrics.h"
+#include "initiator/host/controller.h"
+#include "initiator/host/kernel_fabrics.h"
 
 namespace rdmablk::initiator {
 

@@ -25,7 +25,7 @@
 #include "initiator/attach_config.h"
 #include "initiator/attach_registry.h"
 #include "initiator/cli_common.h"
-#include "initiator/kernel_fabrics.h"
+#include "initiator/host/kernel_fabrics.h"
 #include "initiator/ublk/volume.h"
 
 namespace rdmablk::initiator::cli {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "initiator/cli.h"
-#include "initiator/controller.h"
+#include "initiator/host/controller.h"
 
 namespace rdmablk::initiator::cli {
 

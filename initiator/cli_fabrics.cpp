@@ -11,7 +11,7 @@
 
 #include "initiator/attach_registry.h"
 #include "initiator/cli_common.h"
-#include "initiator/kernel_fabrics.h"
+#include "initiator/host/kernel_fabrics.h"
 
 namespace rdmablk::initiator::cli {
 

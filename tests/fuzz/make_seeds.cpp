@@ -19,8 +19,8 @@
 
 #include "controller_input.h"
 #include "initiator/cli.h"
-#include "initiator/controller.h"
 #include "initiator/fake_target.h"
+#include "initiator/host/controller.h"
 #include "protocol/command.h"
 #include "protocol/crc32c.h"
 #include "protocol/endian.h"

@@ -4,8 +4,8 @@
 #include <filesystem>
 #include <fstream>
 
-#include "initiator/controller.h"
 #include "initiator/fake_target.h"
+#include "initiator/host/controller.h"
 
 using namespace rdmablk;
 using namespace rdmablk::initiator;

@@ -1,4 +1,4 @@
-#include "initiator/kernel_fabrics.h"
+#include "initiator/host/kernel_fabrics.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -15,7 +15,7 @@
 #include <thread>
 #include <utility>
 
-#include "initiator/controller.h"
+#include "initiator/host/controller.h"
 #include "protocol/fabrics.h"
 
 namespace rdmablk::initiator {

@@ -1,4 +1,4 @@
-#include "initiator/controller.h"
+#include "initiator/host/controller.h"
 
 #include <fmt/format.h>
 #include <systemd/sd-id128.h>

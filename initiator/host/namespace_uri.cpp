@@ -1,4 +1,4 @@
-#include "initiator/namespace_uri.h"
+#include "initiator/host/namespace_uri.h"
 
 #include <charconv>
 
