@@ -7,10 +7,10 @@
 #include <chrono>
 #include <optional>
 
-#include "initiator/bench_job.h"
-#include "initiator/bench_plot.h"
-#include "initiator/bench_report.h"
-#include "initiator/bench_runner.h"
+#include "initiator/bench/job_file.h"
+#include "initiator/bench/plot.h"
+#include "initiator/bench/report.h"
+#include "initiator/bench/runner.h"
 #include "initiator/cli_common.h"
 
 namespace rdmablk::initiator {

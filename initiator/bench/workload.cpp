@@ -1,4 +1,4 @@
-#include "initiator/bench_workload.h"
+#include "initiator/bench/workload.h"
 
 #include <fmt/format.h>
 

@@ -40,7 +40,7 @@
 #include <string>
 #include <vector>
 
-#include "initiator/bench_job.h"
+#include "initiator/bench/job_file.h"
 #include "protocol/result.h"
 
 namespace rdmablk::initiator::bench {

@@ -47,7 +47,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "initiator/bench_job.h"
+#include "initiator/bench/job_file.h"
 #include "protocol/result.h"
 
 namespace rdmablk::initiator::bench {
@@ -120,7 +120,7 @@ class IoGenerator {
   uint64_t passes(Ddir d) const noexcept;  // random-map passes completed (0 without a map)
 
  private:
-  friend struct IoGeneratorBuilder;  // create()'s helpers (bench_workload.cpp)
+  friend struct IoGeneratorBuilder;  // create()'s helpers (workload.cpp)
   struct Zone {
     uint64_t threshold;  // pick this zone when a 64-bit draw is below this (last: UINT64_MAX)
     uint64_t first;      // first position

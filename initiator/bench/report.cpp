@@ -1,4 +1,4 @@
-#include "initiator/bench_report.h"
+#include "initiator/bench/report.h"
 
 #include <fmt/format.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "initiator/bench_verify.h"
+#include "initiator/bench/verify.h"
 
 #include <fmt/format.h>
 #include <openssl/evp.h>

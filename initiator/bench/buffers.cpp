@@ -1,4 +1,4 @@
-#include "initiator/bench_buffers.h"
+#include "initiator/bench/buffers.h"
 
 #include <algorithm>
 #include <array>

@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "initiator/bench_job.h"
+#include "initiator/bench/job_file.h"
 #include "protocol/result.h"
 
 struct evp_md_st;

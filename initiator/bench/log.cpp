@@ -1,4 +1,4 @@
-#include "initiator/bench_log.h"
+#include "initiator/bench/log.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "initiator/bench_runner.h"
+#include "initiator/bench/runner.h"
 
 #include <fmt/format.h>
 #include <pthread.h>
@@ -16,10 +16,10 @@
 #include <random>
 #include <thread>
 
-#include "initiator/bench_buffers.h"
-#include "initiator/bench_log.h"
-#include "initiator/bench_verify.h"
-#include "initiator/bench_workload.h"
+#include "initiator/bench/buffers.h"
+#include "initiator/bench/log.h"
+#include "initiator/bench/verify.h"
+#include "initiator/bench/workload.h"
 
 namespace rdmablk::initiator::bench {
 

@@ -1,4 +1,4 @@
-#include "initiator/bench_stats.h"
+#include "initiator/bench/stats.h"
 
 #include <algorithm>
 #include <bit>

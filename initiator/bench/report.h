@@ -27,8 +27,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "initiator/bench_job.h"
-#include "initiator/bench_stats.h"
+#include "initiator/bench/job_file.h"
+#include "initiator/bench/stats.h"
 
 namespace rdmablk::initiator::bench {
 

@@ -8,13 +8,13 @@
 // named one has finished. A job's I/O sizes must be multiples of the namespace block size and fit the
 // controller's transfer limit (MDTS); the runner does not split I/O.
 //
-// What each I/O is (direction, offset, length) comes from IoGenerator (bench_workload.h), when it may be
+// What each I/O is (direction, offset, length) comes from IoGenerator (workload.h), when it may be
 // issued from the RateLimiter, think time, flow control and the iodepth_batch/iodepth_low/latency_target
 // depth rules. Without time_based a job stops after io_size (default: the region's size) bytes or
 // number_ios I/Os per loop, or at runtime; loops=N repeats that. ramp_time: I/O runs but is not counted;
 // runtime starts after the ramp.
 //
-// verify=KIND: write jobs fill every block with a self-checking pattern (bench_verify.h) and, with
+// verify=KIND: write jobs fill every block with a self-checking pattern (verify.h) and, with
 // do_verify (the default), read back every block they wrote when the loop ends (or after every
 // verify_backlog writes) and check it; the verify reads count as reads. Read jobs, and verify_only, check
 // every block read against the pattern whoever wrote it. A mismatch fails the job (error EILSEQ) with
@@ -26,8 +26,8 @@
 #include <string>
 #include <vector>
 
-#include "initiator/bench_job.h"
-#include "initiator/bench_report.h"
+#include "initiator/bench/job_file.h"
+#include "initiator/bench/report.h"
 #include "initiator/host/controller.h"
 
 namespace rdmablk::initiator::bench {

@@ -155,7 +155,7 @@ struct JobSpec {
   bool lat_percentiles = false;      // percentiles of total latency (= completion latency here)
   bool clat_percentiles = true;
   UnifiedRw unified_rw_reporting = UnifiedRw::none;
-  // Logs in fio's format (FILE_TYPE.LOG_INDEX.log, see bench_log.h); empty = off.
+  // Logs in fio's format (FILE_TYPE.LOG_INDEX.log, see log.h); empty = off.
   std::string write_lat_log, write_bw_log, write_iops_log;
   std::chrono::milliseconds log_avg_msec{0};
   bool log_offset = false;

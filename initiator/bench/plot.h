@@ -23,7 +23,7 @@
 #include <string_view>
 #include <vector>
 
-#include "initiator/bench_report.h"
+#include "initiator/bench/report.h"
 #include "protocol/result.h"
 
 namespace rdmablk::initiator::bench {

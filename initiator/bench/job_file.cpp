@@ -1,4 +1,4 @@
-#include "initiator/bench_job.h"
+#include "initiator/bench/job_file.h"
 
 #include <fmt/format.h>
 #include <unistd.h>

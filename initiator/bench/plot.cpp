@@ -1,4 +1,4 @@
-#include "initiator/bench_plot.h"
+#include "initiator/bench/plot.h"
 
 #include <fmt/format.h>
 

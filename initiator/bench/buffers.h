@@ -19,8 +19,8 @@
 #include <span>
 #include <vector>
 
-#include "initiator/bench_job.h"
-#include "initiator/bench_workload.h"
+#include "initiator/bench/job_file.h"
+#include "initiator/bench/workload.h"
 
 namespace rdmablk::initiator::bench {
 
