@@ -20,7 +20,7 @@
 
 #include "controller_input.h"
 #include "fuzz_util.h"
-#include "initiator/cli.h"
+#include "initiator/cli/cli.h"
 #include "initiator/host/controller.h"
 #include "protocol/command.h"
 #include "protocol/completion.h"

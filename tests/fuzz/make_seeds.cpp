@@ -18,7 +18,7 @@
 #include <spdlog/spdlog.h>
 
 #include "controller_input.h"
-#include "initiator/cli.h"
+#include "initiator/cli/cli.h"
 #include "initiator/fake_target.h"
 #include "initiator/host/controller.h"
 #include "protocol/command.h"

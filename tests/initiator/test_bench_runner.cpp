@@ -18,7 +18,7 @@
 #include "initiator/bench/log.h"
 #include "initiator/bench/runner.h"
 #include "initiator/bench/verify.h"
-#include "initiator/cli.h"
+#include "initiator/cli/cli.h"
 #include "initiator/cli_runner.h"
 #include "initiator/fake_target.h"
 

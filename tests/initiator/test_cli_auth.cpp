@@ -11,7 +11,7 @@
 #include <fstream>
 #include <set>
 
-#include "initiator/attach_config.h"
+#include "initiator/cli/attach_config.h"
 #include "initiator/cli_runner.h"
 #include "initiator/host/kernel_fabrics.h"
 #include "security/dhchap_key.h"

@@ -9,7 +9,7 @@
 #include <fstream>
 #include <set>
 
-#include "initiator/attach_config.h"
+#include "initiator/cli/attach_config.h"
 #include "initiator/cli_runner.h"
 #include "initiator/host/controller.h"
 #include "initiator/host/kernel_fabrics.h"

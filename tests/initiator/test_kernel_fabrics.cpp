@@ -15,7 +15,7 @@
 #include <sstream>
 #include <thread>
 
-#include "initiator/cli.h"
+#include "initiator/cli/cli.h"
 #include "initiator/cli_runner.h"
 #include "initiator/host/kernel_fabrics.h"
 

@@ -1,4 +1,4 @@
-#include "initiator/attach_config.h"
+#include "initiator/cli/attach_config.h"
 
 #include <arpa/inet.h>
 #include <fmt/format.h>

@@ -1,4 +1,4 @@
-#include "initiator/attach_registry.h"
+#include "initiator/cli/attach_registry.h"
 
 #include <fcntl.h>
 

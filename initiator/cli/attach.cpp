@@ -22,9 +22,9 @@
 #include <memory>
 #include <thread>
 
-#include "initiator/attach_config.h"
-#include "initiator/attach_registry.h"
-#include "initiator/cli_common.h"
+#include "initiator/cli/attach_config.h"
+#include "initiator/cli/attach_registry.h"
+#include "initiator/cli/common.h"
 #include "initiator/host/kernel_fabrics.h"
 #include "initiator/ublk/volume.h"
 
@@ -106,7 +106,7 @@ Result<AttachConfig> attach_config_from(const AttachFlags& f, const CLI::App& ap
     if (auto k = parse_tls_key(c.tls_key, "--tls-key"); !k) return tl::unexpected(k.error());
   }
   const Tuning& t = f.tuning;
-  // The limits a config file has (initiator/attach_config.h).
+  // The limits a config file has (initiator/cli/attach_config.h).
   if (t.nr_io_queues && *t.nr_io_queues > kAttachMaxIoQueues) {
     return make_error(fmt::format("--nr-io-queues {} is out of range (0 = one per CPU, up to {})", *t.nr_io_queues,
                                   kAttachMaxIoQueues));

@@ -9,8 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
-#include "initiator/attach_registry.h"
-#include "initiator/cli_common.h"
+#include "initiator/cli/attach_registry.h"
+#include "initiator/cli/common.h"
 #include "initiator/host/kernel_fabrics.h"
 
 namespace rdmablk::initiator::cli {

@@ -1,4 +1,4 @@
-// rdmablk: the initiator tool (discover, identify, bench). The command line lives in initiator/cli.cpp;
+// rdmablk: the initiator tool (discover, identify, bench). The command line lives in initiator/cli/;
 // this file only plugs in the real transports.
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -6,7 +6,7 @@
 
 #include <iostream>
 
-#include "initiator/cli.h"
+#include "initiator/cli/cli.h"
 #include "transport/host_queue.h"
 
 int main(int argc, char** argv) {

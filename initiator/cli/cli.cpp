@@ -1,4 +1,4 @@
-#include "initiator/cli.h"
+#include "initiator/cli/cli.h"
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
@@ -11,7 +11,7 @@
 #include "initiator/bench/plot.h"
 #include "initiator/bench/report.h"
 #include "initiator/bench/runner.h"
-#include "initiator/cli_common.h"
+#include "initiator/cli/common.h"
 
 namespace rdmablk::initiator {
 

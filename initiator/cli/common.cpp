@@ -1,4 +1,4 @@
-#include "initiator/cli_common.h"
+#include "initiator/cli/common.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>

@@ -1,5 +1,5 @@
-// Pieces shared by the `rdmablk` subcommands (cli.cpp: discover/identify/bench; cli_fabrics.cpp:
-// connect/connect-all/disconnect/list through the kernel host; cli_attach.cpp: attach/detach through
+// Pieces shared by the `rdmablk` subcommands (cli.cpp: discover/identify/bench; fabrics.cpp:
+// connect/connect-all/disconnect/list through the kernel host; attach.cpp: attach/detach through
 // ublk). Each subcommand group registers itself on the CLI11 app and returns what runs it when parsed.
 #pragma once
 
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "initiator/cli.h"
+#include "initiator/cli/cli.h"
 #include "initiator/host/controller.h"
 
 namespace rdmablk::initiator::cli {
@@ -79,8 +79,8 @@ struct Command {
 int report_error(const CliEnv& env, const std::string& message, int code = 1);
 
 // Subcommand groups (flag storage lives in the closures).
-void add_fabrics_commands(CLI::App& app, const CliEnv& env, std::vector<Command>& out);  // cli_fabrics.cpp
-void add_attach_commands(CLI::App& app, const CliEnv& env, std::vector<Command>& out);   // cli_attach.cpp
-void add_key_commands(CLI::App& app, const CliEnv& env, std::vector<Command>& out);      // cli_keys.cpp
+void add_fabrics_commands(CLI::App& app, const CliEnv& env, std::vector<Command>& out);  // fabrics.cpp
+void add_attach_commands(CLI::App& app, const CliEnv& env, std::vector<Command>& out);   // attach.cpp
+void add_key_commands(CLI::App& app, const CliEnv& env, std::vector<Command>& out);      // keys.cpp
 
 }  // namespace rdmablk::initiator::cli

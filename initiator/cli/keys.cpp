@@ -5,7 +5,7 @@
 // target's tls_psk.
 #include <fmt/format.h>
 
-#include "initiator/cli_common.h"
+#include "initiator/cli/common.h"
 #include "security/dhchap_key.h"
 #include "security/tls_psk.h"
 
