@@ -12,6 +12,7 @@
 #include "initiator/bench/report.h"
 #include "initiator/bench/runner.h"
 #include "initiator/cli/common.h"
+#include "initiator/host/discovery_strings.h"
 
 namespace rdmablk::initiator {
 

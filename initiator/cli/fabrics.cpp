@@ -11,6 +11,7 @@
 
 #include "initiator/cli/attach_registry.h"
 #include "initiator/cli/common.h"
+#include "initiator/host/discovery_strings.h"
 #include "initiator/host/kernel_fabrics.h"
 
 namespace rdmablk::initiator::cli {

@@ -15,6 +15,10 @@
 // and the transport's limit) with Invalid Field; callers (the bench) size their I/O to fit.
 //
 // Threading: a Controller and its IoQueues belong to one thread at a time (HostQueue is single-threaded).
+//
+// Where it is: controller.cpp (bring-up, synchronous execution, teardown), controller_auth.cpp
+// (DH-HMAC-CHAP), controller_admin.cpp (admin commands), controller_liveness.cpp (keep-alive, AEN),
+// io_queue.cpp (IoQueue).
 #pragma once
 
 #include <array>
@@ -28,7 +32,8 @@
 #include <string_view>
 #include <vector>
 
-#include "protocol/auth.h"
+#include "initiator/host/credentials.h"
+#include "initiator/host/host_identity.h"
 #include "protocol/command.h"
 #include "protocol/completion.h"
 #include "protocol/fabrics.h"
@@ -37,39 +42,9 @@
 #include "protocol/properties.h"
 #include "protocol/result.h"
 #include "protocol/status.h"
-#include "security/dhchap_key.h"
-#include "security/tls_psk.h"
 #include "transport/host_queue.h"
 
 namespace rdmablk::initiator {
-
-using HostId = std::array<uint8_t, 16>;
-
-// ---------------------------------------------------------------------------------------------------------
-// Host identity (NQN + 128-bit host identifier), as nvme-cli/libnvme pick them.
-// ---------------------------------------------------------------------------------------------------------
-struct HostIdentity {
-  std::string hostnqn;
-  HostId hostid{};
-};
-
-// "xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (or 32 hex digits) -> 16 bytes.
-Result<HostId> parse_uuid(std::string_view s);
-std::string format_uuid(const HostId& id);
-
-// Where the defaults come from; overridable for tests.
-struct HostIdentitySources {
-  std::string hostnqn_file = "/etc/nvme/hostnqn";
-  std::string hostid_file = "/etc/nvme/hostid";
-  std::string machine_id_file = "/etc/machine-id";
-};
-
-// hostnqn: `hostnqn` if given, else the first line of /etc/nvme/hostnqn, else
-// nqn.2014-08.org.nvmexpress:uuid:<hostid>. hostid: `hostid` if given, else /etc/nvme/hostid, else the UUID
-// of a uuid-form hostnqn, else a UUID derived from /etc/machine-id with an application key (stable per
-// machine, and not the machine-id itself), else random. Rejects a malformed NQN or UUID.
-Result<HostIdentity> resolve_host_identity(std::optional<std::string> hostnqn, std::optional<std::string> hostid,
-                                           const HostIdentitySources& sources = {});
 
 // ---------------------------------------------------------------------------------------------------------
 // Errors
@@ -86,36 +61,6 @@ using QueueConnector =
 // ---------------------------------------------------------------------------------------------------------
 // Options and results
 // ---------------------------------------------------------------------------------------------------------
-
-// DH-HMAC-CHAP in-band authentication (NVMe Base 2.0 8.13, TP 8006), run on a queue whose Connect response
-// asks for it (AUTHREQ ATR), as the Linux host does: on the admin queue and on every I/O queue, t_id = qid.
-// The keys are shared (ControllerOptions is copied; the secret is held once, cleansed when freed).
-struct DhchapSettings {
-  std::shared_ptr<const security::dhchap::DhchapKey> secret;       // host secret (--dhchap-secret); null: none
-  std::shared_ptr<const security::dhchap::DhchapKey> ctrl_secret;  // bidirectional (--dhchap-ctrl-secret)
-  std::vector<protocol::auth::HashId> hashes;       // offered, best first; empty: all, in the kernel's order
-  std::vector<protocol::auth::DhGroupId> dh_groups;  // offered, best first; empty: all, in the kernel's order
-};
-
-// "DHHC-1:..." text -> a shared key; the error names `what` (the flag or key) and never quotes the text.
-Result<std::shared_ptr<const security::dhchap::DhchapKey>> parse_dhchap_secret(std::string_view text,
-                                                                                std::string_view what);
-// Both secrets at once: a controller secret needs a host secret (bidirectional authentication proves
-// the host first). Empty strings mean "not given".
-Result<DhchapSettings> make_dhchap_settings(std::string_view secret, std::string_view ctrl_secret,
-                                            std::string_view secret_what = "--dhchap-secret",
-                                            std::string_view ctrl_secret_what = "--dhchap-ctrl-secret");
-
-// NVMe/TCP TLS 1.3 with a configured PSK (TP 8011): every queue runs the handshake before ICReq, offering
-// the identity derived from (host NQN, subsystem NQN, PSK), as the Linux host does with --tls.
-struct TlsSettings {
-  std::shared_ptr<const security::ConfiguredPsk> psk;  // null: plain NVMe/TCP
-  int identity_version = 1;                            // 1: with the PSK digest (TP 8011); 0: without
-  security::PskDerivation derivation = security::PskDerivation::standard;
-  bool allow_ktls = true;  // records in the kernel when it has the tls ULP
-};
-// "NVMeTLSkey-1:XX:...:" text -> a shared key; the error names `what` and never quotes the text.
-Result<std::shared_ptr<const security::ConfiguredPsk>> parse_tls_key(std::string_view text, std::string_view what);
 
 struct ControllerOptions {
   transport::TransportAddress address;
@@ -289,7 +234,13 @@ class Controller {
 
  private:
   explicit Controller(ControllerOptions opts);
+  // Bring-up, step by step (see the top of this file).
   Result<void> bring_up();
+  Result<void> prepare_tls();        // the TLS client options every queue shares
+  Result<void> open_admin_queue();
+  Result<void> enable();             // CAP, VS, CC.EN, wait for CSTS.RDY
+  Result<void> identify();           // Identify Controller, the transfer limit
+  Result<void> scan_io_resources();  // I/O queue count, namespaces
   Result<void> wait_ready(bool ready, std::chrono::milliseconds timeout);
   Result<void> do_connect(transport::HostQueue& queue, detail::SyncSlot& slot, uint16_t qid, uint16_t entries,
                           uint32_t kato_ms);
@@ -324,15 +275,5 @@ class Controller {
   bool failed_ = false;
   std::string failure_;
 };
-
-// Strings as nvme-cli prints them for discovery log fields.
-const char* trtype_str(uint8_t trtype) noexcept;
-const char* adrfam_str(uint8_t adrfam) noexcept;
-const char* subtype_str(uint8_t subtype) noexcept;
-const char* treq_str(uint8_t treq) noexcept;
-const char* eflags_str(uint16_t eflags) noexcept;
-const char* sectype_str(uint8_t sectype) noexcept;
-// A fixed-width, NUL- or space-padded field as a string.
-std::string field_string(const char* data, std::size_t size);
 
 }  // namespace rdmablk::initiator

@@ -6,6 +6,7 @@
 
 #include "initiator/fake_target.h"
 #include "initiator/host/controller.h"
+#include "initiator/host/discovery_strings.h"
 
 using namespace rdmablk;
 using namespace rdmablk::initiator;
