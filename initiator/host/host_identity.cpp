@@ -4,9 +4,9 @@
 #include <systemd/sd-id128.h>
 
 #include <cstring>
-#include <fstream>
 #include <random>
 
+#include "initiator/host/first_line.h"
 #include "protocol/fabrics.h"
 
 namespace rdmablk::initiator {
@@ -18,16 +18,6 @@ int hex_value(char c) noexcept {
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
   if (c >= 'A' && c <= 'F') return c - 'A' + 10;
   return -1;
-}
-
-std::optional<std::string> read_first_line(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
-  std::string line;
-  std::getline(in, line);
-  while (!line.empty() && (line.back() == '\r' || line.back() == ' ' || line.back() == '\t')) line.pop_back();
-  if (line.empty()) return std::nullopt;
-  return line;
 }
 
 HostId random_uuid() {

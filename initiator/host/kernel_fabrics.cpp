@@ -9,13 +9,13 @@
 #include <charconv>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <regex>
 #include <set>
 #include <thread>
 #include <utility>
 
 #include "initiator/host/controller.h"
+#include "initiator/host/first_line.h"
 #include "protocol/fabrics.h"
 
 namespace rdmablk::initiator {
@@ -33,13 +33,7 @@ const std::regex kControllerName{R"(nvme(\d+))"};
 const std::regex kNamespaceName{R"(nvme(\d+)(c\d+)?n(\d+))"};
 
 // A sysfs attribute's first line, without the trailing newline and padding ("" when unreadable).
-std::string read_attr(const fs::path& p) {
-  std::ifstream in(p);
-  std::string line;
-  if (!in || !std::getline(in, line)) return {};
-  while (!line.empty() && (line.back() == ' ' || line.back() == '\n' || line.back() == '\r')) line.pop_back();
-  return line;
-}
+std::string read_attr(const fs::path& p) { return read_first_line(p.string()).value_or(std::string()); }
 
 template <typename T>
 std::optional<T> parse_number(std::string_view s) {
