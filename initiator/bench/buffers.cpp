@@ -4,15 +4,11 @@
 #include <array>
 #include <cstring>
 
+#include "initiator/bench/mix.h"
+
 namespace rdmablk::initiator::bench {
 
 namespace {
-
-uint64_t mix64(uint64_t z) noexcept {  // splitmix64's finalizer
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 constexpr std::size_t kScrambleBlock = 4096;
 
@@ -109,7 +105,7 @@ void BufferFiller::scramble(std::span<uint8_t> buf) noexcept {
   if (buf.size() < 8) return;
   // One word per 4 KiB at a cache line that changes with every write; the value is unique per write and
   // per 4 KiB (a counter through a bijective mix).
-  const uint64_t w = mix64(seed_ ^ (++writes_ * 0x9E3779B97F4A7C15ull));
+  const uint64_t w = mix64(seed_ ^ (++writes_ * kGoldenGamma));
   const std::size_t line = static_cast<std::size_t>(w >> 58) * 64;  // 0..4032
   uint64_t v = w;
   for (std::size_t at = 0; at < buf.size(); at += kScrambleBlock) {

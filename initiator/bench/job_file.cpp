@@ -8,6 +8,7 @@
 #include "initiator/bench/job_builder.h"
 #include "initiator/bench/job_options.h"
 #include "initiator/bench/job_reader.h"
+#include "initiator/bench/mix.h"
 
 namespace rdmablk::initiator::bench {
 
@@ -58,13 +59,6 @@ uint64_t JobSpec::min_bs() const noexcept {
 }
 
 namespace {
-
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 // Applies [global] sections to the options every job after them starts from, and each job section to its
 // own draft.
@@ -133,7 +127,8 @@ void expand_numjobs(const std::vector<JobSpec>& specs, const std::vector<Draft>&
       copy.offset = s.offset + uint64_t{c} * s.offset_increment;
       if (c > 0) copy.stonewall = copy.new_group = false;
       if (d.startdelay_high > s.startdelay) {
-        uint64_t r = s.randrepeat ? splitmix64(s.randseed ^ (uint64_t{i} << 32) ^ c) : (uint64_t{entropy()} << 32 | entropy());
+        uint64_t seed = s.randseed ^ (uint64_t{i} << 32) ^ c;
+        uint64_t r = s.randrepeat ? splitmix64(seed) : (uint64_t{entropy()} << 32 | entropy());
         auto span = static_cast<uint64_t>((d.startdelay_high - s.startdelay).count()) + 1;
         copy.startdelay = s.startdelay + std::chrono::nanoseconds(static_cast<int64_t>(r % span));
       }

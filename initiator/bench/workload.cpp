@@ -7,16 +7,11 @@
 #include <cmath>
 #include <limits>
 
+#include "initiator/bench/mix.h"
+
 namespace rdmablk::initiator::bench {
 
 namespace {
-
-uint64_t splitmix64(uint64_t& x) noexcept {
-  uint64_t z = (x += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 uint64_t derive(uint64_t seed, uint64_t salt) noexcept {
   uint64_t x = seed ^ (salt * 0xD1B54A32D192ED03ull);
