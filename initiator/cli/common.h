@@ -1,4 +1,4 @@
-// Pieces shared by the `rdmablk` subcommands (cli.cpp: discover/identify/bench; fabrics.cpp:
+// Pieces shared by the `rdmablk` subcommands (discover.cpp: discover/identify; bench.cpp: bench; fabrics.cpp:
 // connect/connect-all/disconnect/list through the kernel host; attach.cpp: attach/detach through
 // ublk). Each subcommand group registers itself on the CLI11 app and returns what runs it when parsed.
 #pragma once
@@ -79,8 +79,10 @@ struct Command {
 int report_error(const CliEnv& env, const std::string& message, int code = 1);
 
 // Subcommand groups (flag storage lives in the closures).
-void add_fabrics_commands(CLI::App& app, const CliEnv& env, std::vector<Command>& out);  // fabrics.cpp
-void add_attach_commands(CLI::App& app, const CliEnv& env, std::vector<Command>& out);   // attach.cpp
-void add_key_commands(CLI::App& app, const CliEnv& env, std::vector<Command>& out);      // keys.cpp
+void add_discovery_commands(CLI::App& app, const CliEnv& env, std::vector<Command>& out);  // discover.cpp
+void add_bench_command(CLI::App& app, const CliEnv& env, std::vector<Command>& out);       // bench.cpp
+void add_fabrics_commands(CLI::App& app, const CliEnv& env, std::vector<Command>& out);    // fabrics.cpp
+void add_attach_commands(CLI::App& app, const CliEnv& env, std::vector<Command>& out);     // attach.cpp
+void add_key_commands(CLI::App& app, const CliEnv& env, std::vector<Command>& out);        // keys.cpp
 
 }  // namespace rdmablk::initiator::cli
