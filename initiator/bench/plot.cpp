@@ -157,17 +157,10 @@ double fraction(const Axis& a, double v) {
 double px(const Chart& c, double x) { return kLeft + fraction(c.x, x) * kPlotWidth; }
 double py(const Chart& c, double y) { return kTop + kPlotHeight - fraction(c.y, y) * kPlotHeight; }
 
-std::string render(const Chart& c) {
-  const std::size_t n = c.series.size();
-  std::size_t longest = 0;
-  for (const Series& s : c.series) longest = std::max(longest, s.label.size());
-  const std::size_t columns = n > 6 && longest <= 60 ? 2 : 1;
-  const std::size_t rows = (n + columns - 1) / columns;
-  const double height = kTop + kPlotHeight + kBelowPlot + static_cast<double>(std::max<std::size_t>(rows, 1)) * kLegendRow + 12;
-  const double bottom = kTop + kPlotHeight;
+using SvgOut = std::back_insert_iterator<std::string>;
 
-  std::string o;
-  auto out = std::back_inserter(o);
+// The SVG element, title and subtitle.
+void render_header(SvgOut out, const Chart& c, double height) {
   fmt::format_to(out, "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n");
   fmt::format_to(out,
                  "<svg xmlns=\"http://www.w3.org/2000/svg\" version=\"1.1\" class=\"{}\" width=\"{}\" height=\"{}\" "
@@ -180,7 +173,11 @@ std::string render(const Chart& c) {
   if (!c.subtitle.empty())
     fmt::format_to(out, "<text class=\"subtitle\" x=\"{}\" y=\"44\" text-anchor=\"middle\" fill=\"#555555\">{}</text>\n",
                    num(kWidth / 2), xml_escape(c.subtitle));
+}
 
+// Grid, axes, ticks and their labels, the axis labels; "no data" when there are no series.
+void render_axes(SvgOut out, const Chart& c) {
+  const double bottom = kTop + kPlotHeight;
   // Grid and ticks.
   fmt::format_to(out, "<g class=\"grid\" stroke=\"#e3e3e3\" stroke-width=\"1\">\n");
   for (const auto& [v, label] : c.x.ticks)
@@ -207,20 +204,25 @@ std::string render(const Chart& c) {
   const double yl_x = 20, yl_y = kTop + kPlotHeight / 2;
   fmt::format_to(out, "<text class=\"axis-label\" x=\"{0}\" y=\"{1}\" text-anchor=\"middle\" transform=\"rotate(-90 {0} {1})\">{2}</text>\n",
                  num(yl_x), num(yl_y), xml_escape(c.y.label));
-  if (n == 0)
+  if (c.series.empty())
     fmt::format_to(out, "<text class=\"no-data\" x=\"{}\" y=\"{}\" text-anchor=\"middle\" fill=\"#555555\">no data</text>\n",
                    num(kLeft + kPlotWidth / 2), num(kTop + kPlotHeight / 2));
+}
 
-  // Series, markers, legend.
-  auto color = [](std::size_t i) { return kPalette[i % kPalette.size()]; };
-  auto dash = [](std::size_t i) {
-    const char* d = kDashes[(i / kPalette.size()) % kDashes.size()];
-    return *d ? fmt::format(" stroke-dasharray=\"{}\"", d) : std::string();
-  };
+const char* series_color(std::size_t i) { return kPalette[i % kPalette.size()]; }
+
+std::string series_dash(std::size_t i) {
+  const char* d = kDashes[(i / kPalette.size()) % kDashes.size()];
+  return *d ? fmt::format(" stroke-dasharray=\"{}\"", d) : std::string();
+}
+
+// One polyline per series, then their markers (a lone point gets one: it draws no line).
+void render_series(SvgOut out, const Chart& c) {
+  const std::size_t n = c.series.size();
   fmt::format_to(out, "<g class=\"series\" fill=\"none\" stroke-width=\"1.5\" stroke-linejoin=\"round\">\n");
   for (std::size_t i = 0; i < n; ++i) {
     const Series& s = c.series[i];
-    fmt::format_to(out, "<polyline class=\"series\" data-label=\"{}\" stroke=\"{}\"{} points=\"", xml_escape(s.label), color(i), dash(i));
+    fmt::format_to(out, "<polyline class=\"series\" data-label=\"{}\" stroke=\"{}\"{} points=\"", xml_escape(s.label), series_color(i), series_dash(i));
     for (std::size_t k = 0; k < s.points.size(); ++k)
       fmt::format_to(out, "{}{},{}", k ? " " : "", num(px(c, s.points[k].x)), num(py(c, s.points[k].y)));
     fmt::format_to(out, "\"><title>{}</title></polyline>\n", xml_escape(s.label));
@@ -232,9 +234,16 @@ std::string render(const Chart& c) {
     if (s.points.size() == 1 && markers.empty()) markers.push_back({s.points[0], s.label});  // a lone point draws no line
     for (const Marker& m : markers)
       fmt::format_to(out, "<circle cx=\"{}\" cy=\"{}\" r=\"3\" fill=\"{}\"><title>{}</title></circle>\n", num(px(c, m.at.x)),
-                     num(py(c, m.at.y)), color(i), xml_escape(m.tooltip));
+                     num(py(c, m.at.y)), series_color(i), xml_escape(m.tooltip));
   }
-  fmt::format_to(out, "</g>\n<g class=\"legend\">\n");
+  fmt::format_to(out, "</g>\n");
+}
+
+// In one column, or two for many short labels.
+void render_legend(SvgOut out, const Chart& c, std::size_t rows, std::size_t columns) {
+  const std::size_t n = c.series.size();
+  const double bottom = kTop + kPlotHeight;
+  fmt::format_to(out, "<g class=\"legend\">\n");
   const double column_width = kPlotWidth / static_cast<double>(columns);
   for (std::size_t i = 0; i < n; ++i) {
     double x = kLeft + static_cast<double>(i / rows) * column_width;
@@ -242,9 +251,26 @@ std::string render(const Chart& c) {
     fmt::format_to(out,
                    "<g class=\"legend-entry\"><line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"2\"{}/>"
                    "<text x=\"{}\" y=\"{}\">{}</text></g>\n",
-                   num(x), num(y - 4), num(x + 24), num(y - 4), color(i), dash(i), num(x + 30), num(y), xml_escape(c.series[i].label));
+                   num(x), num(y - 4), num(x + 24), num(y - 4), series_color(i), series_dash(i), num(x + 30), num(y), xml_escape(c.series[i].label));
   }
-  fmt::format_to(out, "</g>\n</svg>\n");
+  fmt::format_to(out, "</g>\n");
+}
+
+std::string render(const Chart& c) {
+  const std::size_t n = c.series.size();
+  std::size_t longest = 0;
+  for (const Series& s : c.series) longest = std::max(longest, s.label.size());
+  const std::size_t columns = n > 6 && longest <= 60 ? 2 : 1;
+  const std::size_t rows = (n + columns - 1) / columns;
+  const double height = kTop + kPlotHeight + kBelowPlot + static_cast<double>(std::max<std::size_t>(rows, 1)) * kLegendRow + 12;
+
+  std::string o;
+  auto out = std::back_inserter(o);
+  render_header(out, c, height);
+  render_axes(out, c);
+  render_series(out, c);
+  render_legend(out, c, rows, columns);
+  fmt::format_to(out, "</svg>\n");
   return o;
 }
 
