@@ -102,8 +102,15 @@ class Parser : public config::Reader {
     return a;
   }
 
-  void read_paths(const Field& f, transport::TransportType default_type, uint16_t default_port,
-                  std::vector<transport::TransportAddress>& out) const;
+  void read_path_list(const Field& f, transport::TransportType default_type, uint16_t default_port,
+                      std::vector<transport::TransportAddress>& out) const;
+
+  // parse(), key group by key group.
+  void read_paths(const Mapping& top, AttachConfig& config) const;
+  void read_target(const Mapping& top, AttachConfig& config) const;
+  void read_tuning(const Mapping& top, AttachConfig& config) const;
+  void read_secrets(const Mapping& top, AttachConfig& config) const;
+  void check_mode(const Mapping& top, const AttachConfig& config) const;
 
   void check_nqn(const Field& f, const std::string& nqn) const {
     auto form = protocol::decode_nqn(nqn);
@@ -158,8 +165,8 @@ std::string Parser::secret(const Mapping& m, std::string_view key) const {
   return text;
 }
 
-void Parser::read_paths(const Field& f, transport::TransportType default_type, uint16_t default_port,
-                        std::vector<transport::TransportAddress>& out) const {
+void Parser::read_path_list(const Field& f, transport::TransportType default_type, uint16_t default_port,
+                            std::vector<transport::TransportAddress>& out) const {
   if (missing(f.value)) fail(f.key_at, f.path, "missing value (expected a list of paths: - address: ...)");
   if (!f.value.IsSequence()) {
     fail(f.value_at, f.path, std::string("expected a list of paths (- address: ...), got ") +
@@ -200,7 +207,17 @@ AttachConfig Parser::parse() {
 
   AttachConfig config;
   config.source = file();
+  // In the order the keys' errors are reported.
+  read_paths(top, config);
+  read_target(top, config);
+  read_tuning(top, config);
+  read_secrets(top, config);
+  check_mode(top, config);
+  return config;
+}
 
+// transport, and address (one path) or paths (several), with port as every path's default.
+void Parser::read_paths(const Mapping& top, AttachConfig& config) const {
   if (const Field* f = top.find("transport")) {
     auto type = transport::parse_transport_type(scalar(*f, "tcp or rdma"));
     if (!type) fail(f->value_at, f->path, type.error().message);
@@ -219,10 +236,13 @@ AttachConfig Parser::parse() {
     config.address.trsvcid = default_port;
     config.paths.push_back(config.address);
   } else {
-    read_paths(*paths, config.address.type, default_port, config.paths);
+    read_path_list(*paths, config.address.type, default_port, config.paths);
     config.address = config.paths.front();
   }
+}
 
+// The namespace (nqn, nsid), how it is attached (mode) and who asks (hostnqn, hostid).
+void Parser::read_target(const Mapping& top, AttachConfig& config) const {
   const Field& nqn = top.require("nqn", "the subsystem's NQN, e.g. nqn.2024-11.io.rdmablk:vol1");
   config.subnqn = string_value(nqn, "an NQN");
   check_nqn(nqn, config.subnqn);
@@ -243,13 +263,18 @@ AttachConfig Parser::parse() {
     config.hostid = string_value(*f, "a UUID");
     if (auto id = parse_uuid(*config.hostid); !id) fail(f->value_at, f->path, id.error().message);
   }
+}
 
+void Parser::read_tuning(const Mapping& top, AttachConfig& config) const {
   optional_integer(top, "nr_io_queues", config.nr_io_queues, 0, kAttachMaxIoQueues);
   optional_integer(top, "queue_size", config.queue_size, kAttachMinQueueSize, kAttachMaxQueueSize);
   optional_integer(top, "ctrl_loss_tmo", config.ctrl_loss_tmo_s, -1, INT_MAX);
   optional_integer(top, "reconnect_delay", config.reconnect_delay_s, 1, kAttachMaxReconnectDelay);
   optional_integer(top, "keep_alive_tmo", config.keep_alive_tmo_s, 0, kMaxKeepAlive);
+}
 
+// DH-HMAC-CHAP secrets, tls and the TLS key.
+void Parser::read_secrets(const Mapping& top, AttachConfig& config) const {
   config.dhchap_secret = secret(top, "dhchap_secret");
   config.dhchap_ctrl_secret = secret(top, "dhchap_ctrl_secret");
   if (!config.dhchap_ctrl_secret.empty() && config.dhchap_secret.empty()) {
@@ -272,7 +297,12 @@ AttachConfig Parser::parse() {
     }
     config.tls = true;
   }
+}
+
+// What the chosen mode cannot do: several paths (kernel), TLS without a key (userspace).
+void Parser::check_mode(const Mapping& top, const AttachConfig& config) const {
   if (config.paths.size() > 1 && config.mode == AttachConfig::Mode::kernel) {
+    const Field* paths = top.find("paths");
     fail(paths->key_at, paths->path,
          "mode kernel takes one address (the kernel's native multipath joins controllers connected one by one)");
   }
@@ -280,8 +310,6 @@ AttachConfig Parser::parse() {
     const Field* f = top.find("tls");
     fail(f->value_at, f->path, "mode userspace needs tls_key or tls_key_file (there is no kernel keyring to ask)");
   }
-
-  return config;
 }
 
 }  // namespace
