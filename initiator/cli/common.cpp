@@ -128,6 +128,17 @@ ControllerOptions controller_options(const Resolved& r, std::string subnqn, cons
   return o;
 }
 
+tl::expected<Discovered, int> read_discovery_log(const ConnFlags& f, const CliEnv& env) {
+  auto r = resolve(f, f.transport == "rdma" ? transport::kDefaultIoPort : transport::kDefaultDiscoveryPort, 0, env);
+  if (!r) return tl::unexpected(report_error(env, r.error().message, 2));
+  auto ctrl = Controller::connect_discovery(controller_options(*r, {}, env));
+  if (!ctrl) return tl::unexpected(report_error(env, ctrl.error().message));
+  auto log = (*ctrl)->discovery_log();
+  (void)(*ctrl)->shutdown();
+  if (!log) return tl::unexpected(report_error(env, log.error().message));
+  return Discovered{std::move(*r), std::move(*log)};
+}
+
 void add_tuning_flags(CLI::App* app, Tuning& t) {
   app->add_option("-i,--nr-io-queues", t.nr_io_queues, "number of I/O queues (default: one per CPU)");
   app->add_option("-Q,--queue-size", t.queue_size, "entries per I/O queue (default 128)");

@@ -55,6 +55,15 @@ Result<Resolved> resolve(const ConnFlags& f, uint16_t default_port, uint32_t def
 Result<std::string> read_tls_key_file(const std::string& path);
 ControllerOptions controller_options(const Resolved& r, std::string subnqn, const CliEnv& env);
 
+// What `discover` and `connect-all` read first: the discovery log of the controller the flags name, on
+// the discovery port nvme-cli uses for the transport (8009 for TCP, 4420 for RDMA), without keep-alive.
+struct Discovered {
+  Resolved resolved;
+  DiscoveryLog log;
+};
+// The log, or the exit status of a failure already reported on env.err (2: the flags are wrong).
+tl::expected<Discovered, int> read_discovery_log(const ConnFlags& f, const CliEnv& env);
+
 // nvme-cli's connect tuning flags (-i -Q -l -c -k), shared by `connect` (kernel host) and `attach`
 // (ublk): unset means the path's own default. -k is --kato under nvme-cli's long name.
 struct Tuning {

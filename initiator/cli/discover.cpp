@@ -123,15 +123,9 @@ struct DiscoverFlags {
 };
 
 int run_discover(const DiscoverFlags& f, const CliEnv& env) {
-  auto r = resolve(f.conn, f.conn.transport == "rdma" ? transport::kDefaultIoPort : transport::kDefaultDiscoveryPort, 0,
-                   env);
-  if (!r) return report_error(env, r.error().message, 2);
-  auto ctrl = Controller::connect_discovery(controller_options(*r, {}, env));
-  if (!ctrl) return report_error(env, ctrl.error().message);
-  auto log = (*ctrl)->discovery_log();
-  (void)(*ctrl)->shutdown();
-  if (!log) return report_error(env, log.error().message);
-  *env.out << (f.format == "json" ? format_discovery_log_json(*log) : format_discovery_log(*log));
+  auto d = read_discovery_log(f.conn, env);
+  if (!d) return d.error();
+  *env.out << (f.format == "json" ? format_discovery_log_json(d->log) : format_discovery_log(d->log));
   return 0;
 }
 

@@ -141,18 +141,14 @@ int run_connect(const CliEnv& env, const ConnFlags& f, const ConnectFlags& c) {
 // Discovery on the default port nvme-cli uses per transport (8009 for TCP, 4420 for RDMA), then every
 // NVM subsystem entry of this transport through the kernel, skipping those it is already connected to.
 int run_connect_all(const CliEnv& env, const ConnFlags& f, const ConnectFlags& c) {
-  auto r = resolve(f, f.transport == "rdma" ? transport::kDefaultIoPort : transport::kDefaultDiscoveryPort, 0, env);
-  if (!r) return report_error(env, r.error().message, 2);
-  auto ctrl = Controller::connect_discovery(controller_options(*r, {}, env));
-  if (!ctrl) return report_error(env, ctrl.error().message);
-  auto log = (*ctrl)->discovery_log();
-  (void)(*ctrl)->shutdown();
-  if (!log) return report_error(env, log.error().message);
+  auto d = read_discovery_log(f, env);
+  if (!d) return d.error();
+  const Resolved& r = d->resolved;
 
-  const std::string transport = transport::transport_name(r->address.type);
+  const std::string transport = transport::transport_name(r.address.type);
   auto existing = list_controllers(env.kernel_paths);
   unsigned candidates = 0, failed = 0;
-  for (const auto& e : log->entries) {
+  for (const auto& e : d->log.entries) {
     if (e.subtype != static_cast<uint8_t>(protocol::SubsystemType::nvme) || trtype_str(e.trtype) != transport) continue;
     ++candidates;
     std::string traddr = field_string(e.traddr.data(), e.traddr.size());
@@ -166,11 +162,11 @@ int run_connect_all(const CliEnv& env, const ConnFlags& f, const ConnectFlags& c
                               trsvcid, nqn);
       continue;
     }
-    if (!connect_and_print(env, connect_params(f, *r, c.tuning, traddr, trsvcid, nqn), c.format)) ++failed;
+    if (!connect_and_print(env, connect_params(f, r, c.tuning, traddr, trsvcid, nqn), c.format)) ++failed;
   }
   if (candidates == 0) {
     *env.out << fmt::format("no {} NVM subsystem in the discovery log of {}:{}\n", transport, f.traddr,
-                            r->address.trsvcid);
+                            r.address.trsvcid);
   }
   return failed ? 1 : 0;
 }
