@@ -9,22 +9,26 @@ namespace rdmablk::initiator::bench {
 
 LatencyHistogram::LatencyHistogram() : buckets_(new uint64_t[kBuckets]()) {}
 
-LatencyHistogram::LatencyHistogram(const LatencyHistogram& o)
-    : buckets_(new uint64_t[kBuckets]), n_(o.n_), min_(o.min_), max_(o.max_), mean_(o.mean_), m2_(o.m2_) {
+LatencyHistogram::LatencyHistogram(const LatencyHistogram& o) : buckets_(new uint64_t[kBuckets]) {
   std::memcpy(buckets_.get(), o.buckets_.get(), kBuckets * sizeof(uint64_t));
+  copy_summary(o);
 }
 
 LatencyHistogram& LatencyHistogram::operator=(const LatencyHistogram& o) {
   if (this != &o) {
     if (!buckets_) buckets_.reset(new uint64_t[kBuckets]);
     std::memcpy(buckets_.get(), o.buckets_.get(), kBuckets * sizeof(uint64_t));
-    n_ = o.n_;
-    min_ = o.min_;
-    max_ = o.max_;
-    mean_ = o.mean_;
-    m2_ = o.m2_;
+    copy_summary(o);
   }
   return *this;
+}
+
+void LatencyHistogram::copy_summary(const LatencyHistogram& o) noexcept {
+  n_ = o.n_;
+  min_ = o.min_;
+  max_ = o.max_;
+  mean_ = o.mean_;
+  m2_ = o.m2_;
 }
 
 std::size_t LatencyHistogram::index(uint64_t v) noexcept {
@@ -62,11 +66,7 @@ void LatencyHistogram::merge(const LatencyHistogram& o) noexcept {
   if (o.n_ == 0) return;
   for (std::size_t i = 0; i < kBuckets; ++i) buckets_[i] += o.buckets_[i];
   if (n_ == 0) {
-    n_ = o.n_;
-    min_ = o.min_;
-    max_ = o.max_;
-    mean_ = o.mean_;
-    m2_ = o.m2_;
+    copy_summary(o);
     return;
   }
   // Chan et al.'s parallel combination of mean and M2.

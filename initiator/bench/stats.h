@@ -48,6 +48,8 @@ class LatencyHistogram {
   std::span<const uint64_t> buckets() const noexcept { return {buckets_.get(), kBuckets}; }
 
  private:
+  void copy_summary(const LatencyHistogram& o) noexcept;  // count, min, max, mean, M2: all but the buckets
+
   std::unique_ptr<uint64_t[]> buckets_;
   uint64_t n_ = 0;
   uint64_t min_ = UINT64_MAX;
