@@ -24,14 +24,11 @@ struct Prng {  // xorshift64*, seeded so that no (seed, offset) pair gives the a
   }
 };
 
-uint64_t get64(const uint8_t* p) noexcept {
-  uint64_t v;
-  std::memcpy(&v, p, 8);
-  return v;
-}
-uint32_t get32(const uint8_t* p) noexcept {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
+// A field of the verify header, read as it was stored (memcpy: it need not be aligned).
+template <typename T>
+T get(const uint8_t* p) noexcept {
+  T v;
+  std::memcpy(&v, p, sizeof(v));
   return v;
 }
 uint8_t byte_of(uint64_t v, std::size_t i) noexcept { return static_cast<uint8_t>(v >> (8 * i)); }
@@ -280,7 +277,7 @@ std::optional<VerifyFailure> Verifier::check_chunk(std::span<const uint8_t> bloc
     return VerifyFailure{coff + at, expected, p[at], what, coff, len};
   };
   const uint64_t magic = magic_for(kind_);
-  if (const uint64_t got = get64(p); got != magic) {
+  if (const uint64_t got = get<uint64_t>(p); got != magic) {
     const char* what = "bad magic header";
     if (std::all_of(p, p + len, [](uint8_t b) { return b == 0; })) {
       what = "bad magic header (block reads as zeroes: never written?)";
@@ -291,15 +288,15 @@ std::optional<VerifyFailure> Verifier::check_chunk(std::span<const uint8_t> bloc
     const std::size_t at = first_diff(p, magic, 8);
     return fail(at, byte_of(magic, at), what);
   }
-  if (get64(p + 8) != coff) {
+  if (get<uint64_t>(p + 8) != coff) {
     const std::size_t at = first_diff(p + 8, coff, 8);
     return fail(8 + at, byte_of(coff, at), "header names another offset (misplaced write)");
   }
-  if (get32(p + 24) != len) {
+  if (get<uint32_t>(p + 24) != len) {
     const std::size_t at = first_diff(p + 24, len, 4);
     return fail(24 + at, byte_of(len, at), "header names another length (written with another bs or verify_interval?)");
   }
-  const uint64_t writer_seed = get64(p + 16);
+  const uint64_t writer_seed = get<uint64_t>(p + 16);
   if (seed && writer_seed != *seed) {
     const std::size_t at = first_diff(p + 16, *seed, 8);
     return fail(16 + at, byte_of(*seed, at), "stale data: written by another run (seed)");
@@ -307,13 +304,13 @@ std::optional<VerifyFailure> Verifier::check_chunk(std::span<const uint8_t> bloc
   uint8_t expected = 0;
   if (kind_ == VerifyKind::crc32c) {
     const uint32_t crc = whole_crc(p, len);
-    if (crc == get32(p + kCrcAt)) return std::nullopt;
+    if (crc == get<uint32_t>(p + kCrcAt)) return std::nullopt;
     const std::size_t at = first_body_mismatch(block, begin + kVerifyHeaderSize, end, coff, writer_seed, expected);
     if (at < end) return fail(at - begin, expected, "crc32c mismatch");
     const std::size_t i = first_diff(p + kCrcAt, crc, 4);
     return fail(kCrcAt + i, byte_of(crc, i), stored_digest_mismatch(kind_));
   }
-  if (const uint32_t crc = header_crc(p); crc != get32(p + kCrcAt)) {
+  if (const uint32_t crc = header_crc(p); crc != get<uint32_t>(p + kCrcAt)) {
     const std::size_t i = first_diff(p + kCrcAt, crc, 4);
     return fail(kCrcAt + i, byte_of(crc, i), "header CRC mismatch (the header is corrupted)");
   }
