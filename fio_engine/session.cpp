@@ -29,7 +29,7 @@
 
 #include "fio_engine/engine_api.h"
 #include "fio_engine/target_spec.h"
-#include "initiator/controller.h"
+#include "initiator/host/controller.h"
 #include "transport/host_queue.h"
 
 namespace fe = rdmablk::fio_engine;

@@ -6,7 +6,7 @@
 #include <cctype>
 #include <charconv>
 
-#include "initiator/namespace_uri.h"
+#include "initiator/host/namespace_uri.h"
 
 namespace rdmablk::fio_engine {
 

@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "initiator/controller.h"
+#include "initiator/host/controller.h"
 #include "initiator/ublk/uapi.h"
 #include "protocol/status.h"
 

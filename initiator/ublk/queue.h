@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-#include "initiator/controller.h"
+#include "initiator/host/controller.h"
 #include "initiator/ublk/geometry.h"
 #include "initiator/ublk/uapi.h"
 

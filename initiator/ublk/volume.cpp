@@ -51,6 +51,13 @@ class Supervisor {
   void supervise(int stop_fd);
 
  private:
+  // attach(), step by step.
+  Result<std::size_t> connect_paths(uint16_t want_queues);  // the path to use first
+  uint32_t transfer_limit(const Controller& ctrl) const;
+  Result<void> add_device(uint16_t nr, uint16_t depth, Geometry& geometry, std::vector<std::unique_ptr<IoQueue>>& ios);
+  Result<void> open_char_device();
+  Result<void> create_queues(const Geometry& geometry, std::vector<std::unique_ptr<IoQueue>>& ios, std::size_t chosen);
+  Result<void> start_device(const Geometry& geometry);
   Result<std::unique_ptr<Controller>> connect_controller(std::size_t path, uint16_t want_queues);
   Result<std::vector<std::unique_ptr<IoQueue>>> connect_io_queues(Controller& ctrl, uint16_t count);
   // Connect (or reconnect) path i: controller, namespace checks, ANA. Marks it live on success.
@@ -237,41 +244,11 @@ Result<void> Supervisor::attach() {
 
   uint16_t want = o_.io_queues;
   if (want == 0) want = static_cast<uint16_t>(std::clamp(std::thread::hardware_concurrency(), 1u, 64u));
-  std::optional<Error> first_error;
-  for (std::size_t i = 0; i < paths_.size(); ++i) {
-    if (auto r = bring_up_path(i, want); !r) {
-      if (paths_.size() == 1) return r;  // one path: its error is the attach's
-      spdlog::warn("path {}: {}", label(i), r.error().message);
-      if (!first_error) first_error = r.error();
-      if (paths_[i].connection != PathConnection::failed) {
-        paths_[i].policy.lost(Clock::now());
-        paths_[i].policy.attempt_failed(Clock::now());
-      }
-    }
-  }
-  auto chosen = choose_path(statuses(), std::nullopt);
-  if (!chosen) {
-    std::string states;
-    for (std::size_t i = 0; i < paths_.size(); ++i) {
-      states += fmt::format("{}{} {} (ANA {})", states.empty() ? "" : ", ", label(i),
-                            path_connection_name(paths_[i].connection), ana_state_text(paths_[i].ana));
-    }
-    if (first_error && std::none_of(paths_.begin(), paths_.end(), [](const Path& p) { return p.ctrl != nullptr; })) {
-      return make_error(fmt::format("no path could be connected ({}); first error: {}", states, first_error->message),
-                        first_error->errno_value);
-    }
-    return make_error(fmt::format("no usable path to namespace {}: {}", o_.nsid, states), EHOSTUNREACH);
-  }
+  auto chosen = connect_paths(want);
+  if (!chosen) return tl::unexpected(chosen.error());
   Controller& ctrl = *paths_[*chosen].ctrl;
   const NamespaceInfo& ns = *ctrl.find_namespace(o_.nsid);
-  // The device's I/O size must fit every path it may move to.
-  uint32_t limit = ctrl.max_transfer_bytes();
-  for (const auto& p : paths_) {
-    if (!p.ctrl) continue;
-    const uint32_t l = p.ctrl->max_transfer_bytes();
-    if (l != 0 && (limit == 0 || l < limit)) limit = l;
-  }
-  auto geometry = geometry_for(ctrl.identity(), ns, limit);
+  auto geometry = geometry_for(ctrl.identity(), ns, transfer_limit(ctrl));
   if (!geometry) return make_error(ctrl.where() + ": " + geometry.error().message, EINVAL);
   const auto nr = std::min<uint16_t>(want, ctrl.granted_io_queues());
   if (nr == 0) return make_error(ctrl.where() + ": the controller granted no I/O queue", EIO);
@@ -282,11 +259,57 @@ Result<void> Supervisor::attach() {
   const uint16_t depth = std::min<uint16_t>(std::max<uint16_t>(entries, 2) - 1, kMaxQueueDepth);
 
   vol_.where = ctrl.where();
+  if (auto r = add_device(nr, depth, *geometry, *ios); !r) return r;
+  if (auto r = open_char_device(); !r) return r;
+  if (auto r = create_queues(*geometry, *ios, *chosen); !r) return r;
+  return start_device(*geometry);
+}
 
+Result<std::size_t> Supervisor::connect_paths(uint16_t want) {
+  std::optional<Error> first_error;
+  for (std::size_t i = 0; i < paths_.size(); ++i) {
+    if (auto r = bring_up_path(i, want); !r) {
+      if (paths_.size() == 1) return tl::unexpected(r.error());  // one path: its error is the attach's
+      spdlog::warn("path {}: {}", label(i), r.error().message);
+      if (!first_error) first_error = r.error();
+      if (paths_[i].connection != PathConnection::failed) {
+        paths_[i].policy.lost(Clock::now());
+        paths_[i].policy.attempt_failed(Clock::now());
+      }
+    }
+  }
+  auto chosen = choose_path(statuses(), std::nullopt);
+  if (chosen) return *chosen;
+  std::string states;
+  for (std::size_t i = 0; i < paths_.size(); ++i) {
+    states += fmt::format("{}{} {} (ANA {})", states.empty() ? "" : ", ", label(i),
+                          path_connection_name(paths_[i].connection), ana_state_text(paths_[i].ana));
+  }
+  if (first_error && std::none_of(paths_.begin(), paths_.end(), [](const Path& p) { return p.ctrl != nullptr; })) {
+    return make_error(fmt::format("no path could be connected ({}); first error: {}", states, first_error->message),
+                      first_error->errno_value);
+  }
+  return make_error(fmt::format("no usable path to namespace {}: {}", o_.nsid, states), EHOSTUNREACH);
+}
+
+// The device's I/O size must fit every path it may move to.
+uint32_t Supervisor::transfer_limit(const Controller& ctrl) const {
+  uint32_t limit = ctrl.max_transfer_bytes();
+  for (const auto& p : paths_) {
+    if (!p.ctrl) continue;
+    const uint32_t l = p.ctrl->max_transfer_bytes();
+    if (l != 0 && (limit == 0 || l < limit)) limit = l;
+  }
+  return limit;
+}
+
+// ADD_DEV and SET_PARAMS; the surplus I/O queues disconnect when the driver grants fewer queues.
+Result<void> Supervisor::add_device(uint16_t nr, uint16_t depth, Geometry& geometry,
+                                    std::vector<std::unique_ptr<IoQueue>>& ios) {
   ublksrv_ctrl_dev_info want_info{};
   want_info.nr_hw_queues = nr;
   want_info.queue_depth = depth;
-  want_info.max_io_buf_bytes = geometry->max_io_bytes;
+  want_info.max_io_buf_bytes = geometry.max_io_bytes;
   want_info.dev_id = UINT32_MAX;
   want_info.flags = control_->io_flags();
   auto info = control_->add_device(want_info);
@@ -296,22 +319,24 @@ Result<void> Supervisor::attach() {
   vol_.device = block_device_path(info->dev_id);
   // The driver may grant less than asked: queues (at most one per CPU), depth, buffer size (pages).
   if (info->nr_hw_queues == 0 || info->nr_hw_queues > nr || info->queue_depth == 0 || info->queue_depth > depth ||
-      info->max_io_buf_bytes < geometry->block_size || info->max_io_buf_bytes > geometry->max_io_bytes) {
+      info->max_io_buf_bytes < geometry.block_size || info->max_io_buf_bytes > geometry.max_io_bytes) {
     return make_error(fmt::format("ublk ADD_DEV granted {} queue(s) x {}, {} byte buffers for {} x {}, {} bytes",
                                   info->nr_hw_queues, info->queue_depth, info->max_io_buf_bytes, nr, depth,
-                                  geometry->max_io_bytes),
+                                  geometry.max_io_bytes),
                       EINVAL);
   }
   if (info->nr_hw_queues < nr) {
     spdlog::info("{}: the driver grants {} queue(s) of the {} asked for", vol_.device, info->nr_hw_queues, nr);
   }
-  ios->resize(info->nr_hw_queues);  // the surplus I/O queues disconnect here
+  ios.resize(info->nr_hw_queues);  // the surplus I/O queues disconnect here
   vol_.queues = info->nr_hw_queues;
   vol_.depth = info->queue_depth;
-  geometry->max_io_bytes = info->max_io_buf_bytes;
-  vol_.geometry = *geometry;
-  if (auto r = control_->set_params(vol_.dev_id, params_for(*geometry)); !r) return r;
+  geometry.max_io_bytes = info->max_io_buf_bytes;
+  vol_.geometry = geometry;
+  return control_->set_params(vol_.dev_id, params_for(geometry));
+}
 
+Result<void> Supervisor::open_char_device() {
   // devtmpfs creates the node with the device; udev may still be renaming permissions: retry briefly.
   const std::string cdev = char_device_path(vol_.dev_id);
   for (int i = 0; i < 100; ++i) {
@@ -320,7 +345,12 @@ Result<void> Supervisor::attach() {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   if (cdev_fd_ < 0) return make_error(fmt::format("cannot open {}: {}", cdev, std::strerror(errno)), errno);
+  return {};
+}
 
+// One ublk queue per I/O queue, each handed its connection on path `chosen`, and their threads.
+Result<void> Supervisor::create_queues(const Geometry& geometry, std::vector<std::unique_ptr<IoQueue>>& ios,
+                                       std::size_t chosen) {
   for (uint16_t q = 0; q < vol_.queues; ++q) {
     QueueConfig qc;
     qc.dev_id = vol_.dev_id;
@@ -329,14 +359,19 @@ Result<void> Supervisor::attach() {
     qc.cdev_fd = cdev_fd_;
     qc.ioctl_encoded = control_->ioctl_encoded();
     qc.nsid = o_.nsid;
-    qc.geometry = *geometry;
+    qc.geometry = geometry;
     auto queue = Queue::create(qc, efd_);
     if (!queue) return tl::unexpected(queue.error());
-    (*queue)->give_connection(std::move((*ios)[q]), static_cast<int>(*chosen));
+    (*queue)->give_connection(std::move(ios[q]), static_cast<int>(chosen));
     queues_.push_back(std::move(*queue));
   }
   active_ = chosen;
   for (auto& q : queues_) threads_.emplace_back([p = q.get()] { p->run(); });
+  return {};
+}
+
+// START_DEV, then the volume is live: logged, published, and the ready event sent.
+Result<void> Supervisor::start_device(const Geometry& geometry) {
   // START_DEV adds the disk, which reads the partition table through the queues while this thread
   // waits: nobody could reconnect meanwhile, so a connection lost now fails those reads, not hangs them.
   for (auto& q : queues_) q->set_fail_fast(true);
@@ -344,9 +379,9 @@ Result<void> Supervisor::attach() {
   started_ = true;
   for (auto& q : queues_) q->set_fail_fast(false);
   spdlog::info("{}: namespace {} attached as {} ({} bytes, {}-byte blocks, {} queue(s) x {}, max I/O {} KiB{}{}{})",
-               vol_.where, o_.nsid, vol_.device, geometry->size_bytes, geometry->block_size, vol_.queues, vol_.depth,
-               geometry->max_io_bytes / 1024, geometry->volatile_cache ? ", flush" : "",
-               geometry->discard ? ", discard" : "", geometry->write_zeroes ? ", write zeroes" : "");
+               vol_.where, o_.nsid, vol_.device, geometry.size_bytes, geometry.block_size, vol_.queues, vol_.depth,
+               geometry.max_io_bytes / 1024, geometry.volatile_cache ? ", flush" : "",
+               geometry.discard ? ", discard" : "", geometry.write_zeroes ? ", write zeroes" : "");
   if (paths_.size() > 1) {
     for (std::size_t i = 0; i < paths_.size(); ++i) {
       spdlog::info("{}: path {}: {}, ANA {}{}", vol_.device, label(i), path_connection_name(paths_[i].connection),

@@ -22,7 +22,7 @@
 #include <string_view>
 #include <vector>
 
-#include "initiator/controller.h"
+#include "initiator/host/controller.h"
 #include "initiator/ublk/control.h"
 #include "initiator/ublk/geometry.h"
 #include "initiator/ublk/multipath.h"

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "initiator/controller.h"
+#include "initiator/host/controller.h"
 #include "target_process.h"
 
 namespace e2e {

@@ -28,7 +28,7 @@
 #include <string_view>
 #include <vector>
 
-#include "initiator/controller.h"
+#include "initiator/host/controller.h"
 
 namespace e2e {
 

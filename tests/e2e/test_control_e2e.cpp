@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "e2e_common.h"
+#include "initiator/host/discovery_strings.h"
 #include "protocol/command.h"
 #include "protocol/completion.h"
 #include "protocol/fabrics.h"

@@ -1,4 +1,4 @@
-// The attach configuration (initiator/attach_config.*): parse_attach_config on any text, as
+// The attach configuration (initiator/cli/attach_config.*): parse_attach_config on any text, as
 // `rdmablk attach --config FILE` and rdmablk-attach@NAME.service read it.
 //
 // Input: the YAML text.
@@ -9,7 +9,7 @@
 #include <string_view>
 
 #include "fuzz_util.h"
-#include "initiator/attach_config.h"
+#include "initiator/cli/attach_config.h"
 
 namespace ini = rdmablk::initiator;
 

@@ -1,4 +1,4 @@
-// The fio job file parser of `rdmablk bench` (initiator/bench_job.*): parse_job_text on any text, then
+// The fio job file parser of `rdmablk bench` (initiator/bench/job_file.*): parse_job_text on any text, then
 // what `rdmablk bench --parse-only` prints of it (describe_jobs).
 //
 // Input: the job file text. Its name for messages and relative includes is fuzz.fio in the current
@@ -10,8 +10,8 @@
 #include <string_view>
 
 #include "fuzz_util.h"
-#include "initiator/bench_job.h"
-#include "initiator/bench_runner.h"
+#include "initiator/bench/job_file.h"
+#include "initiator/bench/runner.h"
 
 namespace bench = rdmablk::initiator::bench;
 

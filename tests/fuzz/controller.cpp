@@ -1,4 +1,4 @@
-// The initiator against a controller whose every answer comes from the input (initiator/controller.*):
+// The initiator against a controller whose every answer comes from the input (initiator/host/controller*):
 // bring-up as the Linux host does it (Connect, Property Get CAP/VS, Property Set CC, CSTS.RDY, Identify
 // Controller, Set Features Number of Queues, the active namespace list, Identify Namespace and its
 // descriptor list), an I/O queue's Connect, the discovery log read in chunks with its generation counter
@@ -20,8 +20,8 @@
 
 #include "controller_input.h"
 #include "fuzz_util.h"
-#include "initiator/cli.h"
-#include "initiator/controller.h"
+#include "initiator/cli/cli.h"
+#include "initiator/host/controller.h"
 #include "protocol/command.h"
 #include "protocol/completion.h"
 #include "protocol/fabrics.h"

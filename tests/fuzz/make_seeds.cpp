@@ -18,9 +18,9 @@
 #include <spdlog/spdlog.h>
 
 #include "controller_input.h"
-#include "initiator/cli.h"
-#include "initiator/controller.h"
+#include "initiator/cli/cli.h"
 #include "initiator/fake_target.h"
+#include "initiator/host/controller.h"
 #include "protocol/command.h"
 #include "protocol/crc32c.h"
 #include "protocol/endian.h"

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "initiator/cli.h"
+#include "initiator/cli/cli.h"
 
 namespace rdmablk::testing {
 

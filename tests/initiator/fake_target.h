@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "initiator/controller.h"
+#include "initiator/host/controller.h"
 #include "protocol/command.h"
 #include "protocol/fabrics.h"
 #include "protocol/identify.h"

@@ -5,7 +5,7 @@
 #include <fstream>
 #include <string>
 
-#include "initiator/attach_config.h"
+#include "initiator/cli/attach_config.h"
 
 namespace {
 

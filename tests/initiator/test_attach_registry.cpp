@@ -9,7 +9,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "initiator/attach_registry.h"
+#include "initiator/cli/attach_registry.h"
 
 using namespace rdmablk::initiator;
 namespace fs = std::filesystem;

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "initiator/bench_buffers.h"
+#include "initiator/bench/buffers.h"
 
 using namespace rdmablk::initiator::bench;
 

@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "initiator/bench_job.h"
+#include "initiator/bench/job_file.h"
 
 using namespace rdmablk::initiator::bench;
 using namespace std::chrono_literals;

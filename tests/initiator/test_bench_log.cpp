@@ -7,7 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "initiator/bench_log.h"
+#include "initiator/bench/log.h"
 
 using namespace rdmablk::initiator::bench;
 namespace fs = std::filesystem;

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "initiator/bench_plot.h"
+#include "initiator/bench/plot.h"
 
 using namespace rdmablk::initiator::bench;
 namespace fs = std::filesystem;

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <regex>
 
-#include "initiator/bench_report.h"
+#include "initiator/bench/report.h"
 
 using namespace rdmablk::initiator::bench;
 

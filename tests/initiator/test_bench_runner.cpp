@@ -15,10 +15,10 @@
 
 #include <fmt/format.h>
 
-#include "initiator/bench_log.h"
-#include "initiator/bench_runner.h"
-#include "initiator/bench_verify.h"
-#include "initiator/cli.h"
+#include "initiator/bench/log.h"
+#include "initiator/bench/runner.h"
+#include "initiator/bench/verify.h"
+#include "initiator/cli/cli.h"
 #include "initiator/cli_runner.h"
 #include "initiator/fake_target.h"
 

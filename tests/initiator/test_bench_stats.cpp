@@ -4,7 +4,7 @@
 #include <cmath>
 #include <random>
 
-#include "initiator/bench_stats.h"
+#include "initiator/bench/stats.h"
 
 using namespace rdmablk::initiator::bench;
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "initiator/bench_verify.h"
+#include "initiator/bench/verify.h"
 
 using namespace rdmablk::initiator::bench;
 

@@ -8,7 +8,7 @@
 #include <set>
 #include <vector>
 
-#include "initiator/bench_workload.h"
+#include "initiator/bench/workload.h"
 
 using namespace rdmablk::initiator::bench;
 

@@ -5,7 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "initiator/cli.h"
+#include "initiator/cli/cli.h"
 #include "initiator/cli_runner.h"
 #include "initiator/fake_target.h"
 

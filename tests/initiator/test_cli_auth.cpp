@@ -11,9 +11,9 @@
 #include <fstream>
 #include <set>
 
-#include "initiator/attach_config.h"
+#include "initiator/cli/attach_config.h"
 #include "initiator/cli_runner.h"
-#include "initiator/kernel_fabrics.h"
+#include "initiator/host/kernel_fabrics.h"
 #include "security/dhchap_key.h"
 #include "temp_dir.h"
 

@@ -9,10 +9,10 @@
 #include <fstream>
 #include <set>
 
-#include "initiator/attach_config.h"
+#include "initiator/cli/attach_config.h"
 #include "initiator/cli_runner.h"
-#include "initiator/controller.h"
-#include "initiator/kernel_fabrics.h"
+#include "initiator/host/controller.h"
+#include "initiator/host/kernel_fabrics.h"
 #include "security/tls_psk.h"
 #include "transport/tcp/tcp_tls.h"
 #include "temp_dir.h"

@@ -4,8 +4,9 @@
 #include <filesystem>
 #include <fstream>
 
-#include "initiator/controller.h"
 #include "initiator/fake_target.h"
+#include "initiator/host/controller.h"
+#include "initiator/host/discovery_strings.h"
 
 using namespace rdmablk;
 using namespace rdmablk::initiator;

@@ -5,7 +5,7 @@
 
 #include "initiator/auth_fake.h"
 #include "initiator/cli_runner.h"
-#include "initiator/controller.h"
+#include "initiator/host/controller.h"
 
 using namespace rdmablk;
 using namespace rdmablk::initiator;

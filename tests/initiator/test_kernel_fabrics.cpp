@@ -15,9 +15,9 @@
 #include <sstream>
 #include <thread>
 
-#include "initiator/cli.h"
+#include "initiator/cli/cli.h"
 #include "initiator/cli_runner.h"
-#include "initiator/kernel_fabrics.h"
+#include "initiator/host/kernel_fabrics.h"
 
 using namespace rdmablk;
 using namespace rdmablk::initiator;

@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "initiator/namespace_uri.h"
+#include "initiator/host/namespace_uri.h"
 
 using namespace rdmablk::initiator;
 

@@ -1,0 +1,169 @@
+#include "initiator/cli/common.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+namespace rdmablk::initiator::cli {
+
+void add_connection_flags(CLI::App* app, ConnFlags& f, bool need_addr, bool need_nqn) {
+  app->add_option("-t,--transport", f.transport, "transport type: tcp or rdma")->capture_default_str();
+  auto* a = app->add_option("-a,--traddr", f.traddr, "transport address (IP)");
+  if (need_addr) a->required();
+  app->add_option("-s,--trsvcid", f.trsvcid, "transport service id (port)");
+  auto* n = app->add_option("-n,--nqn", f.nqn, "subsystem NQN");
+  if (need_nqn) n->required();
+  app->add_option("-q,--hostnqn", f.hostnqn, "host NQN (default: /etc/nvme/hostnqn, else generated)");
+  app->add_option("--hostid", f.hostid, "host identifier, a UUID (default: /etc/nvme/hostid, else derived)");
+  app->add_option("--kato", f.kato_s, "keep-alive timeout in seconds (0 = off)");
+  app->add_option("-S,--dhchap-secret", f.dhchap_secret,
+                  "DH-HMAC-CHAP host secret (DHHC-1:XX:...:, see gen-dhchap-key), used when the controller "
+                  "requires authentication");
+  app->add_option("-C,--dhchap-ctrl-secret", f.dhchap_ctrl_secret,
+                  "DH-HMAC-CHAP controller secret: the controller must prove it knows it (bidirectional)");
+  app->add_flag("--tls", f.tls,
+                "NVMe/TCP over TLS 1.3 with a pre-shared key (the userspace host needs --tls-key or --tls-key-file)");
+  // nvme-cli spells it --tls_key; both work.
+  auto* key = app->add_option("--tls-key,--tls_key", f.tls_key,
+                              "TLS PSK in the interchange format (NVMeTLSkey-1:XX:...:, see gen-tls-key); implies --tls");
+  app->add_option("--tls-key-file", f.tls_key_file, "a file holding the TLS PSK (not readable by other users)")
+      ->excludes(key);
+}
+
+Result<std::string> read_tls_key_file(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return make_error(fmt::format("cannot read {}: {}", path, std::strerror(errno)), errno);
+  struct stat st {};
+  std::string text;
+  int err = 0;
+  if (::fstat(fd, &st) != 0) {
+    err = errno;
+  } else if (!S_ISREG(st.st_mode)) {
+    err = EINVAL;
+  } else if (st.st_mode & (S_IROTH | S_IWOTH)) {
+    ::close(fd);
+    return make_error(fmt::format("{} is readable or writable by every user (mode {:04o}): chmod 600 it", path,
+                                  st.st_mode & 07777),
+                      EPERM);
+  } else {
+    char buf[512];
+    ssize_t n;
+    while ((n = ::read(fd, buf, sizeof(buf))) > 0 && text.size() < 4096) text.append(buf, static_cast<std::size_t>(n));
+    if (n < 0) err = errno;
+    std::memset(buf, 0, sizeof(buf));
+  }
+  ::close(fd);
+  if (err == EINVAL) return make_error(path + " is not a regular file", EINVAL);
+  if (err != 0) return make_error(fmt::format("cannot read {}: {}", path, std::strerror(err)), err);
+  text.resize(std::min(text.size(), text.find_first_of("\r\n")));
+  return text;
+}
+
+Result<Resolved> resolve(const ConnFlags& f, uint16_t default_port, uint32_t default_kato_ms, const CliEnv& env,
+                         HostPath path) {
+  Resolved r;
+  auto t = transport::parse_transport_type(f.transport);
+  if (!t) return tl::unexpected(t.error());
+  r.address.type = *t;
+  r.address.traddr = f.traddr;
+  r.address.trsvcid = default_port;
+  if (!f.trsvcid.empty()) {
+    auto p = transport::parse_port(f.trsvcid);
+    if (!p) return tl::unexpected(p.error());
+    r.address.trsvcid = *p;
+  }
+  auto host = resolve_host_identity(f.hostnqn.empty() ? std::nullopt : std::optional(f.hostnqn),
+                                    f.hostid.empty() ? std::nullopt : std::optional(f.hostid), env.host_sources);
+  if (!host) return tl::unexpected(host.error());
+  r.host = *host;
+  r.kato_ms = f.kato_s ? *f.kato_s * 1000u : default_kato_ms;
+  auto dhchap = make_dhchap_settings(f.dhchap_secret, f.dhchap_ctrl_secret);
+  if (!dhchap) return tl::unexpected(dhchap.error());
+  r.dhchap = std::move(*dhchap);
+
+  std::string key = f.tls_key;
+  if (!f.tls_key_file.empty()) {
+    auto text = read_tls_key_file(f.tls_key_file);
+    if (!text) return tl::unexpected(text.error());
+    key = std::move(*text);
+  }
+  r.tls = f.tls || !key.empty();
+  if (r.tls && r.address.type != transport::TransportType::tcp) {
+    return make_error("--tls is for NVMe/TCP (-t tcp) only", EINVAL);
+  }
+  if (path == HostPath::kernel) {
+    if (!key.empty()) {
+      return make_error(
+          "the kernel host takes its TLS PSK from the kernel's .nvme keyring, not from the command line: insert it "
+          "with `nvme tls-key --import` (or `nvme gen-tls-key --insert`) and pass --tls alone, or use "
+          "`rdmablk attach --userspace --tls-key-file FILE` (userspace TLS, no keyring or tlshd needed)",
+          EINVAL);
+    }
+  } else if (r.tls) {
+    if (key.empty()) {
+      return make_error("--tls needs --tls-key or --tls-key-file here: the userspace host has no kernel keyring", EINVAL);
+    }
+    auto psk = parse_tls_key(key, f.tls_key_file.empty() ? "--tls-key" : f.tls_key_file);
+    std::fill(key.begin(), key.end(), '\0');
+    if (!psk) return tl::unexpected(psk.error());
+    r.tls_settings.psk = std::move(*psk);
+  }
+  return r;
+}
+
+ControllerOptions controller_options(const Resolved& r, std::string subnqn, const CliEnv& env) {
+  ControllerOptions o;
+  o.address = r.address;
+  o.subnqn = std::move(subnqn);
+  o.host = r.host;
+  o.kato_ms = r.kato_ms;
+  o.dhchap = r.dhchap;
+  o.tls = r.tls_settings;
+  o.connector = env.connector;
+  return o;
+}
+
+tl::expected<Discovered, int> read_discovery_log(const ConnFlags& f, const CliEnv& env) {
+  auto r = resolve(f, f.transport == "rdma" ? transport::kDefaultIoPort : transport::kDefaultDiscoveryPort, 0, env);
+  if (!r) return tl::unexpected(report_error(env, r.error().message, 2));
+  auto ctrl = Controller::connect_discovery(controller_options(*r, {}, env));
+  if (!ctrl) return tl::unexpected(report_error(env, ctrl.error().message));
+  auto log = (*ctrl)->discovery_log();
+  (void)(*ctrl)->shutdown();
+  if (!log) return tl::unexpected(report_error(env, log.error().message));
+  return Discovered{std::move(*r), std::move(*log)};
+}
+
+void add_tuning_flags(CLI::App* app, Tuning& t) {
+  app->add_option("-i,--nr-io-queues", t.nr_io_queues, "number of I/O queues (default: one per CPU)");
+  app->add_option("-Q,--queue-size", t.queue_size, "entries per I/O queue (default 128)");
+  app->add_option("-l,--ctrl-loss-tmo", t.ctrl_loss_tmo,
+                  "seconds to keep reconnecting after a loss before failing I/O (default 600, -1 = forever)");
+  app->add_option("-c,--reconnect-delay", t.reconnect_delay, "seconds between reconnect attempts (default 10)");
+  // --kato (the shared connection flag) is the same setting under its short name.
+  app->add_option("-k,--keep-alive-tmo", t.keep_alive_tmo, "keep-alive timeout in seconds")
+      ->excludes(app->get_option("--kato"));
+}
+
+std::string human_bytes(uint64_t b) {
+  static const char* const units[] = {"B", "KB", "MB", "GB", "TB", "PB"};
+  double v = static_cast<double>(b);
+  int u = 0;
+  while (v >= 1000 && u < 5) {
+    v /= 1000;
+    ++u;
+  }
+  return u ? fmt::format("{:.2f} {}", v, units[u]) : fmt::format("{} B", b);
+}
+
+int report_error(const CliEnv& env, const std::string& message, int code) {
+  *env.err << "rdmablk: error: " << message << "\n";
+  return code;
+}
+
+}  // namespace rdmablk::initiator::cli
