@@ -1,3 +1,4 @@
+#include "protocol/command_names.h"
 #include "initiator/host/controller.h"
 
 #include <fmt/format.h>
@@ -61,7 +62,7 @@ Result<Cqe> Controller::execute(HostQueue& queue, const Sqe& sqe, std::span<uint
   const bool is_admin = &queue == admin_.get();
   if (failed_ && is_admin) return make_error(where() + ": controller unusable: " + failure_, EIO);
   auto out = run_sync(queue, *sync_, sqe, data, dir, timeout);
-  std::string name = detail::command_name(sqe, is_admin);
+  std::string name = protocol::describe_command(sqe, is_admin);
   switch (out.failure) {
     case SyncFailure::none: break;
     case SyncFailure::submit: return make_error(fmt::format("{}: {} {}", where(), name, out.message), EAGAIN);

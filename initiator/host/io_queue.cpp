@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "protocol/command_names.h"
 #include "initiator/host/controller.h"
 #include "initiator/host/sync_command.h"
 
@@ -110,7 +111,7 @@ Status IoQueue::submit_dsm(HostCommand& cmd, uint32_t nsid, std::span<uint8_t> r
 
 Result<Cqe> IoQueue::execute(const Sqe& sqe, std::span<uint8_t> data, DataDirection dir) {
   auto out = run_sync(*queue_, *sync_, sqe, data, dir, ctrl_.opts_.command_timeout);
-  std::string name = detail::command_name(sqe, false);
+  std::string name = protocol::describe_command(sqe, false);
   if (out.failure != SyncFailure::none) {
     return make_error(fmt::format("{}: queue {}: {} {}", ctrl_.where(), qid_, name, out.message), EIO);
   }

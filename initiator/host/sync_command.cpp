@@ -65,31 +65,4 @@ SyncOutcome run_sync(HostQueue& q, SyncSlot& slot, const Sqe& sqe, std::span<uin
   return out;
 }
 
-std::string command_name(const Sqe& sqe, bool admin) {
-  if (sqe.hdr.opcode == protocol::kFabricsOpcode) {
-    auto f = protocol::as<protocol::FabricsCommand>(sqe);
-    switch (f.type()) {
-      case protocol::FabricsType::connect: return "Connect";
-      case protocol::FabricsType::property_get: return "Property Get";
-      case protocol::FabricsType::property_set: return "Property Set";
-      case protocol::FabricsType::disconnect: return "Disconnect";
-      case protocol::FabricsType::authentication_send: return "Authentication Send";
-      case protocol::FabricsType::authentication_receive: return "Authentication Receive";
-      default: return fmt::format("fabrics command {:#04x}", f.fctype);
-    }
-  }
-  if (admin) {
-    switch (static_cast<protocol::AdminOpcode>(sqe.hdr.opcode)) {
-      case protocol::AdminOpcode::identify: return "Identify";
-      case protocol::AdminOpcode::get_log_page: return "Get Log Page";
-      case protocol::AdminOpcode::set_features: return "Set Features";
-      case protocol::AdminOpcode::get_features: return "Get Features";
-      case protocol::AdminOpcode::keep_alive: return "Keep Alive";
-      default: break;
-    }
-    return fmt::format("admin command {:#04x}", sqe.hdr.opcode);
-  }
-  return fmt::format("I/O command {:#04x}", sqe.hdr.opcode);
-}
-
 }  // namespace rdmablk::initiator::detail

@@ -33,7 +33,4 @@ struct SyncOutcome {
 SyncOutcome run_sync(transport::HostQueue& q, SyncSlot& slot, const protocol::Sqe& sqe, std::span<uint8_t> data,
                      transport::DataDirection dir, std::chrono::milliseconds timeout);
 
-// "Connect", "Identify", "admin command 0x42", ... for error messages.
-std::string command_name(const protocol::Sqe& sqe, bool admin);
-
 }  // namespace rdmablk::initiator::detail
