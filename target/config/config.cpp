@@ -28,7 +28,7 @@
 #include "config/yaml_diagnostics.h"
 #include "protocol/fabrics.h"
 #include "security/dhchap_key.h"
-#include "target/daemon/logging.h"
+#include "target/config/logging.h"
 
 namespace rdmablk::target {
 

@@ -11,7 +11,7 @@
 #include "target/config/config.h"
 #include "target/control/ctl_cli.h"
 #include "target/daemon/daemon.h"
-#include "target/daemon/logging.h"
+#include "target/config/logging.h"
 
 namespace {
 

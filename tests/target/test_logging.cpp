@@ -1,6 +1,6 @@
 #include <gtest/gtest.h>
 
-#include "target/daemon/logging.h"
+#include "target/config/logging.h"
 
 using rdmablk::target::parse_log_level;
 

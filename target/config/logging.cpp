@@ -1,4 +1,4 @@
-#include "target/daemon/logging.h"
+#include "target/config/logging.h"
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>

@@ -1,4 +1,6 @@
-// Logging setup for the daemon: spdlog to stderr (journald adds timestamps under systemd).
+// Log levels as the config names them (its log_level key, --log-level) and the logger the daemon installs:
+// spdlog to stderr (journald adds timestamps under systemd). Here, beside the config reader, because the
+// config library parses the level and must not depend on the daemon library.
 #pragma once
 
 #include <spdlog/common.h>
