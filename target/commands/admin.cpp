@@ -101,7 +101,8 @@ std::vector<uint8_t> TargetCore::identify_controller_data(const Controller& ctrl
   id.acl = 3;
   id.aerl = kAsyncEventSlots - 1;
   id.frmw = ic::kFrmwSlot1ReadOnly | (1u << 1);  // one slot, read only
-  id.lpa = io ? (ic::kLpaSmartPerNamespace | ic::kLpaCommandEffects | ic::kLpaExtendedData) : ic::kLpaExtendedData;
+  // Extended data (NUMDU, LPO) is Get Log Page's own; the other bits say which log pages there are.
+  id.lpa = static_cast<uint8_t>(ic::kLpaExtendedData | log_page_attributes(ctrl.discovery));
   id.elpe = kErrorLogEntries - 1;
   id.npss = 0;
   id.kas.set(10);  // keep alive granularity: 100 ms units -> 1 s
@@ -235,110 +236,114 @@ void TargetCore::get_log_page(CoreQueue& q, TargetRequest& req) noexcept {
     return;
   }
   Controller& ctrl = *q.ctrl;
-  const auto lid = static_cast<protocol::LogPageId>(cmd.lid());
+  const LogPageEntry* const entry = find_log_page(cmd.lid(), ctrl.discovery);
   std::vector<uint8_t> page;
-  bool known = true;
-  Status status = st::success;
-  {
+  Status status = entry != nullptr ? st::success : st::invalid_field;
+  if (entry != nullptr) {
     std::lock_guard lock(mu_);
-    if (ctrl.discovery) {
-      if (lid == protocol::LogPageId::discovery) {
-        page = discovery_log_locked(ctrl);
-        if (!cmd.rae()) ctrl.aen_masked &= ~kAenMaskDiscovery;
-      } else {
-        known = false;
-      }
-    } else {
-      switch (lid) {
-        case protocol::LogPageId::error_information: {
-          page.assign(kErrorLogEntries * sizeof(protocol::ErrorLogEntry), 0);
-          std::lock_guard elock(ctrl.error_mu);
-          const uint64_t n = std::min<uint64_t>(ctrl.error_count, kErrorLogEntries);
-          for (uint64_t i = 0; i < n; ++i) {  // newest first
-            const auto& e = ctrl.errors[(ctrl.error_count - 1 - i) % kErrorLogEntries];
-            std::memcpy(page.data() + i * sizeof(e), &e, sizeof(e));
-          }
-          break;
-        }
-        case protocol::LogPageId::smart_health: {
-          // NSID FFFFFFFFh (or 0): this controller's commands; an active NSID: that namespace's, from every
-          // host (as nvmet reports the backing device's counters). Counted when they complete.
-          const uint32_t nsid = req.sqe.hdr.nsid.get();
-          stats::IoStatsSnapshot io;
-          if (nsid == 0 || nsid == protocol::kNsidAll) {
-            io = controller_io_locked(ctrl);
-          } else if (ctrl.subsys->table->find(nsid) != nullptr) {
-            io = namespace_io(ctrl.subsys->nqn, nsid);
-          } else {
-            status = st::invalid_namespace;
-            break;
-          }
-          const auto& reads = io.op(stats::OpClass::read);
-          const auto& writes = io.op(stats::OpClass::write);
-          // Data units: thousands of 512-byte units, rounded up.
-          auto data_units = [](uint64_t bytes) { return (bytes / 512 + 999) / 1000; };
-          protocol::SmartLog log{};
-          log.available_spare = 100;
-          log.available_spare_threshold = 10;
-          log.composite_temperature.set(273 + 40);
-          log.data_units_read.set(data_units(reads.bytes));
-          log.data_units_written.set(data_units(writes.bytes));
-          log.host_read_commands.set(reads.commands);
-          log.host_write_commands.set(writes.commands);
-          {
-            std::lock_guard elock(ctrl.error_mu);
-            log.num_error_log_entries.set(ctrl.error_count);
-          }
-          page = to_bytes(log);
-          break;
-        }
-        case protocol::LogPageId::firmware_slot: {
-          protocol::FirmwareSlotLog log{};
-          log.afi = 1;
-          pad(log.frs[0], options_.firmware_revision);
-          page = to_bytes(log);
-          break;
-        }
-        case protocol::LogPageId::changed_namespace_list: {
-          protocol::ChangedNamespaceList log{};
-          if (ctrl.changed_overflow) {
-            log.nsid[0].set(protocol::kChangedNsOverflow);
-          } else {
-            auto list = ctrl.changed_namespaces;
-            std::sort(list.begin(), list.end());
-            for (std::size_t i = 0; i < list.size() && i < log.nsid.size(); ++i) log.nsid[i].set(list[i]);
-          }
-          if (!cmd.rae()) {
-            ctrl.changed_namespaces.clear();
-            ctrl.changed_overflow = false;
-            ctrl.aen_masked &= ~kAenMaskNamespace;
-          }
-          page = to_bytes(log);
-          break;
-        }
-        case protocol::LogPageId::ana: {
-          page = ana_log_locked(ctrl, (cmd.lsp() & protocol::kAnaLspRgo) != 0);
-          if (!cmd.rae()) ctrl.aen_masked &= ~kAenMaskAna;
-          break;
-        }
-        case protocol::LogPageId::commands_supported_effects:
-          page = to_bytes(command_effects_log());
-          break;
-        default:
-          known = false;
-          break;
-      }
-    }
+    page = (this->*entry->build)(ctrl, cmd, status);
   }
   if (!status.ok()) {
     finish(req, status);
     return;
   }
-  if (!known || offset > page.size()) {
+  if (offset > page.size()) {
     finish(req, st::invalid_field);
     return;
   }
   finish_with_data(req, std::span<const uint8_t>(page).subspan(static_cast<std::size_t>(offset)));
+}
+
+// The log pages (the command table's log page entries); mu_ held.
+
+std::vector<uint8_t> TargetCore::error_log_locked(Controller& ctrl, const protocol::GetLogPageCommand& /*cmd*/,
+                                                  Status& /*status*/) {
+  std::vector<uint8_t> page(kErrorLogEntries * sizeof(protocol::ErrorLogEntry), 0);
+  std::lock_guard elock(ctrl.error_mu);
+  const uint64_t n = std::min<uint64_t>(ctrl.error_count, kErrorLogEntries);
+  for (uint64_t i = 0; i < n; ++i) {  // newest first
+    const auto& e = ctrl.errors[(ctrl.error_count - 1 - i) % kErrorLogEntries];
+    std::memcpy(page.data() + i * sizeof(e), &e, sizeof(e));
+  }
+  return page;
+}
+
+std::vector<uint8_t> TargetCore::smart_log_locked(Controller& ctrl, const protocol::GetLogPageCommand& cmd,
+                                                  Status& status) {
+  // NSID FFFFFFFFh (or 0): this controller's commands; an active NSID: that namespace's, from every host (as
+  // nvmet reports the backing device's counters). Counted when they complete.
+  const uint32_t nsid = cmd.hdr.nsid.get();
+  stats::IoStatsSnapshot io;
+  if (nsid == 0 || nsid == protocol::kNsidAll) {
+    io = controller_io_locked(ctrl);
+  } else if (ctrl.subsys->table->find(nsid) != nullptr) {
+    io = namespace_io(ctrl.subsys->nqn, nsid);
+  } else {
+    status = st::invalid_namespace;
+    return {};
+  }
+  const auto& reads = io.op(stats::OpClass::read);
+  const auto& writes = io.op(stats::OpClass::write);
+  // Data units: thousands of 512-byte units, rounded up.
+  auto data_units = [](uint64_t bytes) { return (bytes / 512 + 999) / 1000; };
+  protocol::SmartLog log{};
+  log.available_spare = 100;
+  log.available_spare_threshold = 10;
+  log.composite_temperature.set(273 + 40);
+  log.data_units_read.set(data_units(reads.bytes));
+  log.data_units_written.set(data_units(writes.bytes));
+  log.host_read_commands.set(reads.commands);
+  log.host_write_commands.set(writes.commands);
+  {
+    std::lock_guard elock(ctrl.error_mu);
+    log.num_error_log_entries.set(ctrl.error_count);
+  }
+  return to_bytes(log);
+}
+
+std::vector<uint8_t> TargetCore::firmware_log_locked(Controller& /*ctrl*/, const protocol::GetLogPageCommand& /*cmd*/,
+                                                     Status& /*status*/) {
+  protocol::FirmwareSlotLog log{};
+  log.afi = 1;
+  pad(log.frs[0], options_.firmware_revision);
+  return to_bytes(log);
+}
+
+std::vector<uint8_t> TargetCore::changed_namespaces_log_locked(Controller& ctrl, const protocol::GetLogPageCommand& cmd,
+                                                               Status& /*status*/) {
+  protocol::ChangedNamespaceList log{};
+  if (ctrl.changed_overflow) {
+    log.nsid[0].set(protocol::kChangedNsOverflow);
+  } else {
+    auto list = ctrl.changed_namespaces;
+    std::sort(list.begin(), list.end());
+    for (std::size_t i = 0; i < list.size() && i < log.nsid.size(); ++i) log.nsid[i].set(list[i]);
+  }
+  if (!cmd.rae()) {
+    ctrl.changed_namespaces.clear();
+    ctrl.changed_overflow = false;
+    ctrl.aen_masked &= ~kAenMaskNamespace;
+  }
+  return to_bytes(log);
+}
+
+std::vector<uint8_t> TargetCore::ana_log_page_locked(Controller& ctrl, const protocol::GetLogPageCommand& cmd,
+                                                     Status& /*status*/) {
+  auto page = ana_log_locked(ctrl, (cmd.lsp() & protocol::kAnaLspRgo) != 0);
+  if (!cmd.rae()) ctrl.aen_masked &= ~kAenMaskAna;
+  return page;
+}
+
+std::vector<uint8_t> TargetCore::effects_log_locked(Controller& /*ctrl*/, const protocol::GetLogPageCommand& /*cmd*/,
+                                                    Status& /*status*/) {
+  return to_bytes(command_effects_log());
+}
+
+std::vector<uint8_t> TargetCore::discovery_log_page_locked(Controller& ctrl, const protocol::GetLogPageCommand& cmd,
+                                                           Status& /*status*/) {
+  auto page = discovery_log_locked(ctrl);
+  if (!cmd.rae()) ctrl.aen_masked &= ~kAenMaskDiscovery;
+  return page;
 }
 
 // ---------------------------------------------------------------------------------------------------------

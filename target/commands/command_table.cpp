@@ -25,6 +25,8 @@ constexpr uint8_t kAnyController = kIoController | kDiscoveryController;
 constexpr uint8_t op(AdminOpcode o) noexcept { return static_cast<uint8_t>(o); }
 constexpr uint8_t op(IoOpcode o) noexcept { return static_cast<uint8_t>(o); }
 constexpr uint8_t op(FabricsType t) noexcept { return static_cast<uint8_t>(t); }
+using protocol::LogPageId;
+constexpr uint8_t lid(LogPageId l) noexcept { return static_cast<uint8_t>(l); }
 
 }  // namespace
 
@@ -55,6 +57,19 @@ struct CommandTableAccess {
     {CommandSet::io,      op(IoOpcode::dataset_management),     kToController, kIoQueue,                        fx::kLbcc, {CapabilityField::oncs, ic::kOncsDsm},        nullptr, &prepare_dataset_management},
   };
   // clang-format on
+
+  // clang-format off
+  static constexpr LogPageEntry kLogPages[] = {
+    // log page                                               controllers           LPA                          builder
+    {lid(LogPageId::error_information),          kIoController,        0,                           &TargetCore::error_log_locked},
+    {lid(LogPageId::smart_health),               kIoController,        ic::kLpaSmartPerNamespace,   &TargetCore::smart_log_locked},
+    {lid(LogPageId::firmware_slot),              kIoController,        0,                           &TargetCore::firmware_log_locked},
+    {lid(LogPageId::changed_namespace_list),     kIoController,        0,                           &TargetCore::changed_namespaces_log_locked},
+    {lid(LogPageId::commands_supported_effects), kIoController,        ic::kLpaCommandEffects,      &TargetCore::effects_log_locked},
+    {lid(LogPageId::ana),                        kIoController,        0,                           &TargetCore::ana_log_page_locked},
+    {lid(LogPageId::discovery),                  kDiscoveryController, 0,                           &TargetCore::discovery_log_page_locked},
+  };
+  // clang-format on
 };
 
 namespace {
@@ -81,6 +96,23 @@ uint16_t capability_bits(CapabilityField field) noexcept {
   uint16_t bits = 0;
   for (const CommandEntry& e : command_table())
     if (e.capability.field == field) bits = static_cast<uint16_t>(bits | e.capability.bit);
+  return bits;
+}
+
+std::span<const LogPageEntry> log_page_table() noexcept { return CommandTableAccess::kLogPages; }
+
+const LogPageEntry* find_log_page(uint8_t id, bool discovery) noexcept {
+  const uint8_t here = discovery ? kDiscoveryController : kIoController;
+  for (const LogPageEntry& e : log_page_table())
+    if (e.lid == id && (e.runs_on & here) != 0) return &e;
+  return nullptr;
+}
+
+uint8_t log_page_attributes(bool discovery) noexcept {
+  const uint8_t here = discovery ? kDiscoveryController : kIoController;
+  uint8_t bits = 0;
+  for (const LogPageEntry& e : log_page_table())
+    if ((e.runs_on & here) != 0) bits = static_cast<uint8_t>(bits | e.lpa);
   return bits;
 }
 

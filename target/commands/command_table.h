@@ -3,7 +3,8 @@
 //   - dispatch: the core looks a command up here (find_command) and runs its handler; an opcode without an
 //     entry, or one not allowed where it arrived, gets the status the spec gives for it;
 //   - the Commands Supported and Effects log page (command_effects_log);
-//   - Identify Controller's optional-command fields ONCS, OACS and FUSES (capability_bits);
+//   - Identify Controller's optional-command fields ONCS, OACS and FUSES (capability_bits), and LPA from the
+//     log page entries;
 //   - names in logs and messages (protocol::command_name, which the initiator uses too).
 // Adding a command = one entry below (in command_table.cpp), its handler in the commands/ file of its family,
 // and its tests; tests/target/test_command_table.cpp checks that the derived views agree with the table.
@@ -13,6 +14,7 @@
 #include <cstdint>
 #include <span>
 #include <string_view>
+#include <vector>
 
 #include "protocol/command_names.h"
 #include "protocol/log_pages.h"
@@ -22,6 +24,7 @@
 namespace rdmablk::target {
 
 class TargetCore;
+struct Controller;
 struct CoreQueue;
 struct IoPrep;
 
@@ -79,6 +82,22 @@ inline const CommandEntry* find_command(CommandSet set, uint8_t opcode) noexcept
 
 // The OR of the capability bits of the entries that set `field` (Identify Controller ONCS, OACS, FUSES).
 uint16_t capability_bits(CapabilityField field) noexcept;
+
+// Log pages (Get Log Page), declared the same way: which controllers have each, the Identify Controller LPA
+// bit that announces it, and the core's function that builds it (mu_ held; sets `status` to refuse).
+using LogPageBuilder = std::vector<uint8_t> (TargetCore::*)(Controller&, const protocol::GetLogPageCommand&,
+                                                            protocol::Status&);
+struct LogPageEntry {
+  uint8_t lid;
+  uint8_t runs_on;  // runs_on::kIoController / kDiscoveryController
+  uint8_t lpa;      // Identify Controller LPA bit, 0 = none
+  LogPageBuilder build;
+};
+std::span<const LogPageEntry> log_page_table() noexcept;
+// The entry for `lid` on an I/O or a discovery controller, or nullptr (Invalid Field).
+const LogPageEntry* find_log_page(uint8_t lid, bool discovery) noexcept;
+// The LPA bits of the log pages an I/O or a discovery controller has.
+uint8_t log_page_attributes(bool discovery) noexcept;
 
 // The Commands Supported and Effects log page (LID 05h) of an I/O controller: CSUPP and the effects of every
 // admin entry that runs on one and of every I/O entry.

@@ -224,6 +224,19 @@ class TargetCore final : public transport::TargetQueueHandler {
 
   // commands/admin.cpp
   void keep_alive(CoreQueue& q, transport::TargetRequest& req) noexcept;
+  // The log pages of the command table's log page entries (LogPageBuilder); mu_ held.
+  std::vector<uint8_t> error_log_locked(Controller& ctrl, const protocol::GetLogPageCommand& cmd, protocol::Status& status);
+  std::vector<uint8_t> smart_log_locked(Controller& ctrl, const protocol::GetLogPageCommand& cmd, protocol::Status& status);
+  std::vector<uint8_t> firmware_log_locked(Controller& ctrl, const protocol::GetLogPageCommand& cmd,
+                                           protocol::Status& status);
+  std::vector<uint8_t> changed_namespaces_log_locked(Controller& ctrl, const protocol::GetLogPageCommand& cmd,
+                                                     protocol::Status& status);
+  std::vector<uint8_t> ana_log_page_locked(Controller& ctrl, const protocol::GetLogPageCommand& cmd,
+                                           protocol::Status& status);
+  std::vector<uint8_t> effects_log_locked(Controller& ctrl, const protocol::GetLogPageCommand& cmd,
+                                          protocol::Status& status);
+  std::vector<uint8_t> discovery_log_page_locked(Controller& ctrl, const protocol::GetLogPageCommand& cmd,
+                                                 protocol::Status& status);
   void abort_command(CoreQueue& q, transport::TargetRequest& req) noexcept;
   void identify(CoreQueue& q, transport::TargetRequest& req) noexcept;
   void get_log_page(CoreQueue& q, transport::TargetRequest& req) noexcept;

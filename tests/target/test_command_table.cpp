@@ -186,6 +186,30 @@ TEST(CommandTable, FabricsDispatchFollowsWhereEachEntryRuns) {
   }
 }
 
+// Every log page ID on an I/O and a discovery controller: Invalid Field exactly where the table has no log
+// page entry; LPA announces what the entries say.
+TEST(CommandTable, LogPagesAndLpaAreTheTables) {
+  for (bool discovery : {false, true}) {
+    SCOPED_TRACE(discovery ? "discovery controller" : "I/O controller");
+    CoreHarness h;
+    auto admin = discovery ? h.queue(transport::TransportType::tcp, "10.0.0.1", 8009) : h.queue();
+    h.bring_up(*admin, discovery ? p::kDiscoveryNqn : kSub1, discovery ? kHost2 : kHost1);
+    for (unsigned id = 0; id < 256; ++id) {
+      SCOPED_TRACE(id);
+      const auto c = h.get_log(*admin, static_cast<p::LogPageId>(id), 0, 4, /*rae=*/true);
+      if (find_log_page(static_cast<uint8_t>(id), discovery) == nullptr) {
+        EXPECT_EQ(c.status(), st::invalid_field);
+      } else {
+        EXPECT_TRUE(c.status().ok()) << p::status_name(c.status());
+      }
+    }
+    const auto ctrl = from_bytes<p::IdentifyController>(h.identify(*admin, p::Cns::controller, 0).data);
+    EXPECT_EQ(ctrl.lpa, p::idctl::kLpaExtendedData | log_page_attributes(discovery));
+  }
+  EXPECT_EQ(log_page_attributes(false), p::idctl::kLpaSmartPerNamespace | p::idctl::kLpaCommandEffects);
+  EXPECT_EQ(log_page_attributes(true), 0);
+}
+
 TEST(CommandNames, TheInitiatorsMessagesUseTheSpecsNames) {
   EXPECT_EQ(p::describe_command(command(0x06, 1), true), "Identify");
   EXPECT_EQ(p::describe_command(command(0x08, 1), true), "Abort");
