@@ -134,12 +134,8 @@ Status prepare_io(CoreQueue& q, TargetRequest& req, const QueueLimits& limits) n
   }
   if (Status s = check_access(slot, access); !s.ok()) return s;
   if (rs.stage == Stage::dsm) {
-    // The range list comes next (io_data_ready checks the ranges): a data SGL this transport takes, and at
+    // The range list comes next (io_data_ready checks the ranges), in a transfer the transport planned and at
     // least as long as the ranges (nvmet: the transfer may be longer, not shorter).
-    auto sgl = protocol::decode_data_sgl(h.dptr, req.queue->transport_type() == transport::TransportType::rdma
-                                                     ? protocol::SglAccept::rdma
-                                                     : protocol::SglAccept::tcp);
-    if (!sgl) return st::sgl_descriptor_type_invalid;
     if (req.data_length < protocol::as<protocol::DsmCommand>(req.sqe).data_length()) return st::data_sgl_length_invalid;
   }
   if (rs.stage == Stage::none && rs.count != 0) return open_channel(q, rs, *slot);

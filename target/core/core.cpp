@@ -26,15 +26,9 @@ std::string ReloadSummary::describe() const {
 }
 
 Status check_data(const TargetRequest& req, transport::DataDirection dir, uint32_t needed) noexcept {
+  // The transport planned the transfer from the SGL (transport::plan_data_transfer: descriptor type, in-capsule
+  // data only host to controller, length limits) before the command got here: no second decode.
   if (needed == 0) return st::success;
-  const auto accept = req.queue != nullptr && req.queue->transport_type() == transport::TransportType::rdma
-                          ? protocol::SglAccept::rdma
-                          : protocol::SglAccept::tcp;
-  auto sgl = protocol::decode_data_sgl(req.sqe.hdr.dptr, accept);
-  if (!sgl) return st::sgl_descriptor_type_invalid;
-  // In-capsule data only goes host to controller (nvmet: Invalid Field on the opcode).
-  if (sgl->kind == protocol::SglKind::in_capsule && dir == transport::DataDirection::controller_to_host)
-    return st::invalid_field;
   if (req.data_length != needed) return st::data_sgl_length_invalid;
   if (dir == transport::DataDirection::controller_to_host && req.data == nullptr) return st::internal_error;
   return st::success;

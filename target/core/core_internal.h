@@ -219,8 +219,8 @@ int find_listener(std::span<const ListenerConfig> listeners, const transport::Tr
 // VS / Identify VER.
 uint32_t target_version() noexcept;
 
-// Checks that a command transferring `needed` bytes in `dir` has a data SGL of exactly that length, of a
-// type the queue's transport accepts. Returns success or the status to complete with.
+// Checks that a command transferring `needed` bytes in `dir` got a transfer of exactly that length (the
+// transport already checked the SGL itself). Returns success or the status to complete with.
 Status check_data(const TargetRequest& req, transport::DataDirection dir, uint32_t needed) noexcept;
 
 }  // namespace rdmablk::target

@@ -28,6 +28,7 @@
 #include "protocol/sgl.h"
 #include "target/config/config.h"
 #include "target/core/core.h"
+#include "transport/target_queue_base.h"
 #include "target/core/core_reactor.h"
 #include "transport/target_queue.h"
 
@@ -140,28 +141,50 @@ class FakeTargetQueue final : public transport::TargetQueue {
   }
   ~FakeTargetQueue() override = default;
 
-  // Submits one command. Host data (host -> controller) is given by `host_data`; the SGL in the SQE gives the
-  // transfer length and kind (in-capsule data arrives with the command, the others through fetch_data).
+  // Submits one command as a real queue does: its data SGL is planned by transport::plan_data_transfer (a
+  // command it refuses completes with that status and never reaches the core), then host data (host ->
+  // controller, given by `host_data`) arrives with the command (in-capsule SGL) or through fetch_data. The
+  // capsule carries the whole in-capsule transfer: `host_data` is padded with zeroes to the SGL's length.
   TargetRequest& submit(const p::Sqe& sqe, std::vector<uint8_t> host_data = {}) {
     Slot& s = slots_.emplace_back();
     s.req.sqe = sqe;
+    // A command built without a data SGL (the protocol helpers leave it zero) gets the null descriptor a
+    // host's transport puts there (Linux: nvme_tcp_set_sg_null, nvme_rdma_set_sg_null).
+    if (is_zero(sqe.hdr.dptr))
+      s.req.sqe.hdr.dptr = type_ == transport::TransportType::rdma ? p::make_keyed_sgl(0, 0, 0) : p::make_transport_sgl(0);
     s.req.queue = this;
     s.req.tag = static_cast<uint16_t>(slots_.size());
-    auto sgl = p::decode_data_sgl(sqe.hdr.dptr, p::SglAccept::any);
-    if (sgl && sgl->length > 0) {
-      s.req.data_length = sgl->length;
-      s.buffer.assign(sgl->length, 0);
-      if (!host_data.empty()) {
+    const bool rdma = type_ == transport::TransportType::rdma;
+    transport::BindingLimits lim;
+    lim.accept = rdma ? p::SglAccept::rdma : p::SglAccept::tcp;
+    lim.in_capsule = 1u << 20;     // the core's own limits are what these tests check
+    lim.max_transfer = 1u << 30;
+    lim.capsule_declares_data = !rdma;
+    uint32_t icd_len = 0;
+    if (auto sgl = p::decode_data_sgl(s.req.sqe.hdr.dptr, p::SglAccept::any); sgl && sgl->kind == p::SglKind::in_capsule)
+      icd_len = static_cast<uint32_t>(sgl->addr) + sgl->length;
+    transport::DataPlan plan;
+    if (const p::Status status = transport::plan_data_transfer(s.req.sqe, icd_len, lim, plan); !status.ok()) {
+      s.req.cqe.set_status(status);
+      complete(s.req, false);
+      return s.req;
+    }
+    if (plan.moves_data()) {
+      s.req.direction = plan.direction;
+      s.req.data_length = plan.length;
+      s.buffer.assign(plan.length, 0);
+      if (plan.direction == DataDirection::host_to_controller)
         std::copy_n(host_data.begin(), std::min(host_data.size(), s.buffer.size()), s.buffer.begin());
-        s.req.direction = DataDirection::host_to_controller;
-        s.req.data_in_capsule = sgl->kind == p::SglKind::in_capsule;
-      } else {
-        s.req.direction = DataDirection::controller_to_host;
-      }
+      s.req.data_in_capsule = plan.kind == p::SglKind::in_capsule;
       s.req.data = s.buffer.data();
     }
     handler_.on_command(s.req);
     return s.req;
+  }
+
+  static bool is_zero(const p::SglDescriptor& d) {
+    const auto bytes = std::bit_cast<std::array<uint8_t, sizeof(d)>>(d);
+    return std::all_of(bytes.begin(), bytes.end(), [](uint8_t b) { return b == 0; });
   }
 
   void fetch_data(TargetRequest& req) noexcept override {
