@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # 4k randread / randwrite QD32 through rdmablk-target (NVMe/TCP on 127.0.0.1, `rdmablk bench`) against an
-# rbd namespace (librbd's cache on, its default), an rbd namespace with `rbd cache = false` (what the README's
-# Ceph gateway section recommends for multipath) and a file namespace of the same target in the same run;
-# prints IOPS and rbd/file ratios.
+# rbd namespace (librbd's cache on, its default), an rbd namespace with `rbd cache = false` (what
+# docs/ceph-and-ana.md#ceph-gateway-a-group-of-targets-in-front-of-rbd-images recommends for multipath) and a
+# file namespace of the same target in the same run; prints IOPS and rbd/file ratios (figures:
+# docs/benchmarking.md#rbd-against-file).
 #
 #   bench/rbd_vs_file.sh BUILD_DIR [RUNTIME_S=10] [TARGET_CPU=1] [CLIENT_CPU=0]
 #

@@ -1,6 +1,6 @@
 # The Debian package (CPack DEB): `scripts/package`, or `cmake --build build --target package` in a build
 # configured with CMAKE_INSTALL_PREFIX=/usr, writes build/rdmablk_<version>_amd64.deb (and the detached
-# debug symbols, rdmablk-dbgsym_<version>_amd64.ddeb). README "Installing the Debian package".
+# debug symbols, rdmablk-dbgsym_<version>_amd64.ddeb). docs/operations.md#the-debian-package.
 #
 # Included from the top-level CMakeLists.txt before anything includes GNUInstallDirs: the default prefix
 # is /usr, because the units name the installed paths (/usr/bin/rdmablk-target, /etc/rdmablk/target.yaml,

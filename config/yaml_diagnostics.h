@@ -1,5 +1,5 @@
 // The diagnostics shared by rdmablk's YAML configuration files: the target daemon's (target/config/config.cpp)
-// and an attached volume's (initiator/attach_config.cpp). Every error in either is one line
+// and an attached volume's (initiator/cli/attach_config.cpp). Every error in either is one line
 //
 //     FILE:LINE:COL: FIELD: problem
 //

@@ -3,7 +3,8 @@
 // given, per-direction values as "read,write,trim", ${ENV} expansion).
 //
 // Three kinds of keys:
-//   - implemented with fio's meaning (the fields of JobSpec below; see docs/BENCH.md for the list);
+//   - implemented with fio's meaning (the fields of JobSpec below; the list is in
+//     docs/benchmarking.md#options-rdmablk-bench-implements-with-fios-meaning);
 //   - accepted and ignored because they only make sense for local files or fio's own engines
 //     (directory, ioengine, direct, invalidate, fadvise_hint, thread, create_serialize, io_submit_mode,
 //     random_generator, ...; and filename when it is not an rdmablk URI): each is reported once in

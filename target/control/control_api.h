@@ -7,8 +7,9 @@
 //             {"command": "ana_set", "listener": "ADDR:PORT", "group": N, "state": "inaccessible"}
 //   error:    {"ok": false, "error": "what went wrong"}
 //
-// Verbs: status, subsystems, namespaces, controllers, stats, disconnect, reload, ana_set. README "Control socket"
-// shows each with its output; `rdmablk-target ctl` is the client.
+// Verbs: status, subsystems, namespaces, controllers, stats, disconnect, reload, ana_set.
+// docs/operations.md#the-control-socket-rdmablk-target-ctl shows each with its output; `rdmablk-target ctl` is
+// the client.
 #pragma once
 
 #include <nlohmann/json.hpp>

@@ -4,7 +4,7 @@
 // back through the initiator and read from the backing file directly, against a model of what was
 // acknowledged.
 //
-// What the target promises (README "What is durable, and when"), and what is checked here:
+// What the target promises (docs/backends.md#what-is-durable-and-when), and what is checked here:
 // - A process crash (SIGKILL) loses no acknowledged write, FUA or not, flushed or not: the target
 //   acknowledges a write only when the kernel has it (page cache or device), and nothing is cached in user
 //   space. So every block reads back the last acknowledged write to it, or a write to it that was still

@@ -95,7 +95,8 @@ TEST(ConfigAuth, HostEntriesAreNqnsOrMapsWithSecrets) {
 }
 
 TEST(ConfigAuth, TheReadmesPythonRecipeMakesAUsableSecret) {
-  // From the README's python3 one-liner with k = bytes(range(32)) instead of os.urandom(32):
+  // From the python3 one-liner of docs/security.md#making-secrets, with k = bytes(range(32)) instead of
+  // os.urandom(32):
   //   "DHHC-1:00:" + base64.b64encode(k + zlib.crc32(k).to_bytes(4, "little")).decode() + ":"
   auto config = parse_config(doc(std::string("      - nqn: ") + kHostA +
                                  "\n        dhchap_key: \"DHHC-1:00:AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh+KfiaR:\"\n"),
