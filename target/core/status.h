@@ -83,9 +83,13 @@ struct ProcessStatus {
   uint64_t max_fds = 0;
   double start_time_unix_s = 0;
   uint64_t threads = 0;
+  // malloc's view (glibc mallinfo2, every arena): bytes allocated and not yet freed (a leak makes this grow),
+  // and bytes freed but kept by the allocator for reuse (why RSS stays up after a burst of connections).
+  uint64_t heap_in_use_bytes = 0;
+  uint64_t heap_free_bytes = 0;
 };
 
-// Reads /proc/self (stat, fd/, limits).
+// Reads /proc/self (stat, fd/, limits) and malloc's statistics.
 ProcessStatus read_process_status(double start_time_unix_s);
 
 struct TargetStatus {

@@ -1,4 +1,5 @@
-// ProcessStatus from /proc/self, for the process_* metrics.
+// ProcessStatus from /proc/self and malloc, for the process_* metrics and the control socket's status.
+#include <malloc.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -41,6 +42,9 @@ ProcessStatus read_process_status(double start_time_unix_s) {
     ++p.open_fds;
   rlimit rl{};
   if (::getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) p.max_fds = rl.rlim_cur;
+  const struct mallinfo2 heap = ::mallinfo2();
+  p.heap_in_use_bytes = heap.uordblks + heap.hblkhd;  // in the arenas + in chunks of their own (mmap)
+  p.heap_free_bytes = heap.fordblks;
   return p;
 }
 
