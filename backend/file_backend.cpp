@@ -59,6 +59,7 @@
 
 #include "backend/backend.h"
 #include "backend/file_backend_testing.h"
+#include "backend/file_open.h"
 #include "backend/request_check.h"
 
 #ifndef STATX_DIOALIGN
@@ -89,7 +90,6 @@ struct Slot {
   uint8_t retries;
 };
 
-std::string errstr(int err) { return std::strerror(err); }
 
 class FileBackend final : public Backend {
  public:
@@ -569,219 +569,29 @@ Result<std::unique_ptr<Queue>> FileBackend::open_queue(const QueueOptions& opts)
   return std::unique_ptr<Queue>(std::move(q));
 }
 
-// Direct-I/O alignment of an open file: {offset alignment, memory alignment}; {0, 0} when the file
-// system reports that it cannot do direct I/O; nullopt when the kernel does not say.
-struct DioAlign {
-  bool known = false;
-  uint32_t offset = 0;
-  uint32_t memory = 0;
-};
-
-DioAlign dio_alignment(int fd) {
-  struct statx stx {};
-  DioAlign a;
-  if (::statx(fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &stx) != 0 || (stx.stx_mask & STATX_DIOALIGN) == 0) return a;
-  // glibc 2.36's struct statx predates the fields: stx_dio_mem_align and stx_dio_offset_align are the
-  // two 32-bit words at offset 0x98 (after stx_mnt_id at 0x90).
-  static_assert(sizeof(stx) >= 0xA0);
-  uint32_t words[2];
-  std::memcpy(words, reinterpret_cast<const char*>(&stx) + 0x98, sizeof(words));
-  a.known = true;
-  a.memory = words[0];
-  a.offset = words[1];
-  return a;
-}
-
-// "write back" / "write through" from sysfs for a block device; true (volatile) when unknown.
-bool device_write_cache_volatile(dev_t rdev) {
-  std::ifstream f(fmt::format("/sys/dev/block/{}:{}/queue/write_cache", major(rdev), minor(rdev)));
-  std::string mode;
-  if (f && std::getline(f, mode)) return mode.find("through") == std::string::npos;
-  return true;
-}
-
-// fsync of the directory holding `path`, so that a file created there survives a power loss. A file
-// system that cannot sync a directory (some network and FUSE ones say EINVAL) gets a warning.
-void sync_parent_directory(const std::string& path) {
-  const auto slash = path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0 || ::fsync(dfd) != 0)
-    spdlog::warn("{}: cannot sync the directory {} after creating the file ({}): a power loss soon after may lose it",
-                 path, dir, errstr(errno));
-  if (dfd >= 0) ::close(dfd);
-}
-
 }  // namespace
 
 Result<std::unique_ptr<Backend>> open_file_backend(const FileOptions& opts) {
-  const std::string& path = opts.path;
-  if (path.empty()) return make_error("file backend: no path given", EINVAL);
-  if (opts.block_size != 0 && !detail::valid_block_size(opts.block_size))
-    return make_error(fmt::format("{}: block size {} is not a power of two in [512, 65536]", path, opts.block_size),
-                      EINVAL);
-
-  struct stat sb {};
-  bool created = false;
-  if (::stat(path.c_str(), &sb) != 0) {
-    const int err = errno;
-    if (err != ENOENT) return make_error(fmt::format("{}: cannot stat: {}", path, errstr(err)), err);
-    if (opts.read_only)
-      return make_error(fmt::format("{}: does not exist (a read-only namespace is never created)", path), ENOENT);
-    if (opts.size == 0)
-      return make_error(fmt::format("{}: does not exist and no size was given to create it", path), ENOENT);
-    const uint32_t bs = opts.block_size != 0 ? opts.block_size : 512;
-    if (opts.size % bs != 0)
-      return make_error(fmt::format("{}: size {} is not a multiple of the block size {}", path, opts.size, bs), EINVAL);
-    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd < 0) {
-      const int e = errno;
-      return make_error(fmt::format("{}: cannot create: {}", path, errstr(e)), e);
-    }
-    if (::ftruncate(fd, static_cast<off_t>(opts.size)) != 0 || ::fstat(fd, &sb) != 0) {
-      const int e = errno;
-      ::close(fd);
-      ::unlink(path.c_str());
-      return make_error(fmt::format("{}: cannot size the new file to {} bytes: {}", path, opts.size, errstr(e)), e);
-    }
-    // The new file and its name durable before any host writes to it: a Flush is fdatasync of the file,
-    // which need not persist the directory entry (fsync(2): "an explicit fsync() on a file descriptor for
-    // the directory is also needed"; ext2 and vfat, for two, do not), so a power loss could take the whole
-    // file, flushed data included, and the next start would quietly create an empty one.
-    if (::fsync(fd) != 0) {
-      const int e = errno;
-      ::close(fd);
-      ::unlink(path.c_str());
-      return make_error(fmt::format("{}: cannot sync the new file: {}", path, errstr(e)), e);
-    }
-    ::close(fd);
-    sync_parent_directory(path);
-    created = true;
-    spdlog::info("{}: created a sparse file of {} bytes", path, opts.size);
-  }
-
-  const bool block_device = S_ISBLK(sb.st_mode);
-  if (!block_device && !S_ISREG(sb.st_mode))
-    return make_error(fmt::format("{}: not a regular file or a block device", path), EINVAL);
-
-  const int access = opts.read_only ? O_RDONLY : O_RDWR;
-  int fd = ::open(path.c_str(), access | O_CLOEXEC);
-  if (fd < 0) {
-    const int err = errno;
-    if (err == EROFS || err == EACCES || err == EPERM)
-      return make_error(fmt::format("{}: cannot open for writing ({}); configure the namespace read-only", path,
-                                    errstr(err)),
-                        err);
-    return make_error(fmt::format("{}: cannot open: {}", path, errstr(err)), err);
-  }
-  auto fail = [&](std::string msg, int err) {
-    ::close(fd);
-    return make_error(std::move(msg), err);
-  };
-
-  // Block size and size.
-  uint32_t device_lbs = 0;  // block devices: the logical block size
-  uint64_t bytes = 0;
-  if (block_device) {
-    int lbs = 0;
-    uint64_t dev_bytes = 0;
-    if (::ioctl(fd, BLKSSZGET, &lbs) != 0 || ::ioctl(fd, BLKGETSIZE64, &dev_bytes) != 0) {
-      const int err = errno;
-      return fail(fmt::format("{}: cannot read the device geometry: {}", path, errstr(err)), err);
-    }
-    device_lbs = static_cast<uint32_t>(lbs);
-    const uint32_t bs = opts.block_size != 0 ? opts.block_size : device_lbs;
-    if (bs < device_lbs)
-      return fail(fmt::format("{}: block size {} is smaller than the device's logical block size {}", path, bs,
-                              device_lbs),
-                  EINVAL);
-    if (opts.size == 0) {
-      bytes = dev_bytes / bs * bs;
-      if (bytes != dev_bytes)
-        spdlog::warn("{}: device size {} is not a multiple of the block size {}; serving {} bytes", path, dev_bytes,
-                     bs, bytes);
-    } else {
-      if (opts.size % bs != 0)
-        return fail(fmt::format("{}: size {} is not a multiple of the block size {}", path, opts.size, bs), EINVAL);
-      if (opts.size > dev_bytes)
-        return fail(fmt::format("{}: size {} is larger than the device ({} bytes)", path, opts.size, dev_bytes),
-                    EINVAL);
-      bytes = opts.size;
-    }
-  } else {
-    const uint32_t bs = opts.block_size != 0 ? opts.block_size : 512;
-    const auto file_bytes = static_cast<uint64_t>(sb.st_size);
-    if (opts.size == 0) {
-      if (file_bytes == 0)
-        return fail(fmt::format("{}: the file is empty and no size was given", path), EINVAL);
-      if (file_bytes % bs != 0)
-        return fail(fmt::format("{}: file size {} is not a multiple of the block size {}", path, file_bytes, bs),
-                    EINVAL);
-      bytes = file_bytes;
-    } else {
-      if (opts.size % bs != 0)
-        return fail(fmt::format("{}: size {} is not a multiple of the block size {}", path, opts.size, bs), EINVAL);
-      if (file_bytes < opts.size && !created) {
-        if (opts.read_only)
-          return fail(fmt::format("{}: the file has {} bytes, less than the configured size {}, and is read-only",
-                                  path, file_bytes, opts.size),
-                      EINVAL);
-        if (::ftruncate(fd, static_cast<off_t>(opts.size)) != 0) {
-          const int err = errno;
-          return fail(fmt::format("{}: cannot extend from {} to {} bytes: {}", path, file_bytes, opts.size,
-                                  errstr(err)),
-                      err);
-        }
-        spdlog::info("{}: extended (sparse) from {} to the configured {} bytes", path, file_bytes, opts.size);
-      }
-      bytes = opts.size;
-    }
-  }
-  Geometry geo;
-  geo.block_size = opts.block_size != 0 ? opts.block_size : (block_device ? device_lbs : 512u);
-  geo.num_blocks = bytes / geo.block_size;
-
-  // O_DIRECT, where the file system and the block size allow it.
-  bool direct = false;
-  if (opts.direct) {
-    const DioAlign dio = dio_alignment(fd);
-    std::string why;
-    uint32_t offset_align = dio.known ? dio.offset : (block_device ? device_lbs : 512u);
-    uint32_t mem_align = dio.known ? dio.memory : 4096u;
-    if (dio.known && dio.offset == 0) {
-      why = "the file system does not support direct I/O";
-    } else if (geo.block_size % offset_align != 0) {
-      why = fmt::format("block size {} is not a multiple of the direct-I/O alignment {}", geo.block_size, offset_align);
-    } else {
-      const int dfd = ::open(path.c_str(), access | O_CLOEXEC | O_DIRECT);
-      if (dfd >= 0) {
-        ::close(fd);
-        fd = dfd;
-        direct = true;
-        geo.buf_alignment = std::max(mem_align, 1u);
-      } else {
-        why = fmt::format("open with O_DIRECT failed: {}", errstr(errno));
-      }
-    }
-    if (!direct) spdlog::warn("{}: using buffered I/O instead of O_DIRECT: {}", path, why);
-  }
-
+  auto file = open_backing_file(opts);
+  if (!file) return tl::unexpected(file.error());
+  Geometry geo = file->geo;
   geo.caps.flush = true;
   geo.caps.fua = true;
   geo.caps.write_zeroes = true;
   geo.caps.deallocate = true;
   geo.caps.deallocated_reads_zeroes = true;  // punch, zero range or written zeroes: see the header comment
   geo.caps.read_only = opts.read_only;
-  geo.caps.volatile_write_cache = !block_device || !direct || device_write_cache_volatile(sb.st_rdev);
+  geo.caps.volatile_write_cache = !file->block_device || !file->direct || device_write_cache_volatile(file->rdev);
 
   void* zero_buf = ::mmap(nullptr, kZeroBufBytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (zero_buf == MAP_FAILED) {
     const int err = errno;
-    return fail(fmt::format("{}: cannot map the zero buffer: {}", path, errstr(err)), err);
+    ::close(file->fd);
+    return make_error(fmt::format("{}: cannot map the zero buffer: {}", opts.path, errstr(err)), err);
   }
   std::memset(zero_buf, 0, kZeroBufBytes);  // real pages (not the shared zero page) for O_DIRECT writes
-  return std::unique_ptr<Backend>(
-      std::make_unique<FileBackend>(path, fd, geo, direct, block_device, zero_buf, opts.size == 0));
+  return std::unique_ptr<Backend>(std::make_unique<FileBackend>(opts.path, file->fd, geo, file->direct,
+                                                                file->block_device, zero_buf, opts.size == 0));
 }
 
 namespace testing {
