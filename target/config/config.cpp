@@ -4,7 +4,6 @@
 #include <cerrno>
 #include <filesystem>
 #include <fstream>
-#include <map>
 #include <sstream>
 
 #include "target/config/logging.h"
@@ -28,36 +27,11 @@ TargetConfig Parser::parse() {
     config.listeners.push_back(parse_listener(listener_nodes[i], listeners.path + "[" + std::to_string(i) + "]"));
   }
 
-  if (const Field* f = top.find("subsystems")) {
-    auto nodes = sequence(*f);
-    std::map<std::string, int> first_line;  // NQN -> line
-    for (std::size_t i = 0; i < nodes.size(); ++i) {
-      std::string path = f->path + "[" + std::to_string(i) + "]";
-      SubsystemConfig sub = parse_subsystem(nodes[i], path);
-      auto [it, inserted] = first_line.emplace(sub.nqn, sub.nqn_at.line);
-      if (!inserted) {
-        fail(sub.nqn_at, path + ".nqn",
-             "duplicate subsystem NQN " + in_quotes(sub.nqn) + " (first at line " + std::to_string(it->second) + ")");
-      }
-      config.subsystems.push_back(std::move(sub));
-    }
-    if (nodes.empty()) warn(f->value_at, f->path, "no subsystems: only discovery will be served");
-  } else {
-    warn(top.at(), "subsystems", "no subsystems: only discovery will be served");
-  }
+  parse_subsystems(top, config);
 
   check_listeners(config, listeners);
   check_namespaces_across_subsystems(config);
-  const bool any_tls = std::any_of(config.listeners.begin(), config.listeners.end(),
-                                   [](const ListenerConfig& l) { return l.tls != transport::tcp::TlsPolicy::none; });
-  for (std::size_t s = 0; s < config.subsystems.size() && !any_tls; ++s) {
-    const auto& hosts = config.subsystems[s].host_configs;
-    for (std::size_t h = 0; h < hosts.size(); ++h) {
-      if (!hosts[h].tls_psk.configured()) continue;
-      warn(hosts[h].tls_psk.at, "subsystems[" + std::to_string(s) + "].hosts[" + std::to_string(h) + "]",
-           "a tls_psk, but no listener has tls: optional or required, so it is never used");
-    }
-  }
+  warn_unused_psks(config);
 
   if (const Field* f = top.find("reactors")) parse_reactors(*f, config);
   if (const Field* f = top.find("busy_poll_us")) {

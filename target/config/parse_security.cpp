@@ -10,6 +10,20 @@
 
 namespace rdmablk::target::config_impl {
 
+// A host's tls_psk is only ever used on a listener with tls: optional or required.
+void Parser::warn_unused_psks(const TargetConfig& config) {
+  const bool any_tls = std::any_of(config.listeners.begin(), config.listeners.end(),
+                                   [](const ListenerConfig& l) { return l.tls != transport::tcp::TlsPolicy::none; });
+  for (std::size_t s = 0; s < config.subsystems.size() && !any_tls; ++s) {
+    const auto& hosts = config.subsystems[s].host_configs;
+    for (std::size_t h = 0; h < hosts.size(); ++h) {
+      if (!hosts[h].tls_psk.configured()) continue;
+      warn(hosts[h].tls_psk.at, "subsystems[" + std::to_string(s) + "].hosts[" + std::to_string(h) + "]",
+           "a tls_psk, but no listener has tls: optional or required, so it is never used");
+    }
+  }
+}
+
 DhchapSecretConfig Parser::parse_secret(const Mapping& m, std::string_view key_name,
                                         std::string_view file_name) const {
   DhchapSecretConfig secret;

@@ -25,6 +25,27 @@ void Parser::check_nqn(SourceLocation at, const std::string& field, const std::s
   if (auto problem = nqn_problem(nqn)) fail(at, field, "invalid NQN " + in_quotes(nqn) + ": " + *problem);
 }
 
+// `subsystems:` (absent: discovery only), each NQN once.
+void Parser::parse_subsystems(const Mapping& top, TargetConfig& config) {
+  if (const Field* f = top.find("subsystems")) {
+    auto nodes = sequence(*f);
+    std::map<std::string, int> first_line;  // NQN -> line
+    for (std::size_t i = 0; i < nodes.size(); ++i) {
+      std::string path = f->path + "[" + std::to_string(i) + "]";
+      SubsystemConfig sub = parse_subsystem(nodes[i], path);
+      auto [it, inserted] = first_line.emplace(sub.nqn, sub.nqn_at.line);
+      if (!inserted) {
+        fail(sub.nqn_at, path + ".nqn",
+             "duplicate subsystem NQN " + in_quotes(sub.nqn) + " (first at line " + std::to_string(it->second) + ")");
+      }
+      config.subsystems.push_back(std::move(sub));
+    }
+    if (nodes.empty()) warn(f->value_at, f->path, "no subsystems: only discovery will be served");
+  } else {
+    warn(top.at(), "subsystems", "no subsystems: only discovery will be served");
+  }
+}
+
 SubsystemConfig Parser::parse_subsystem(const YAML::Node& node, const std::string& path) {
   SourceLocation at = location_of(node.Mark());
   if (!node.IsMap())
@@ -66,35 +87,7 @@ SubsystemConfig Parser::parse_subsystem(const YAML::Node& node, const std::strin
   if (require_auth) sub.require_authentication = boolean(*require_auth);
 
   const Field* hosts = m.find("hosts");
-  if (hosts) {
-    auto items = sequence(*hosts);
-    std::map<std::string, int> first_line;
-    for (std::size_t i = 0; i < items.size(); ++i) {
-      std::string item_path = hosts->path + "[" + std::to_string(i) + "]";
-      SourceLocation item_at = missing(items[i]) ? hosts->value_at : location_of(items[i].Mark());
-      HostConfig host;
-      if (items[i].IsMap()) {
-        host = parse_host(items[i], item_path, item_at);
-      } else {
-        Field item{item_path, "", items[i], item_at, item_at};
-        host.nqn = string_value(item, "a host NQN, or a mapping with nqn and dhchap_key or tls_psk");
-        host.at = item_at;
-        check_nqn(item_at, item_path, host.nqn);
-      }
-      const std::string nqn_path = items[i].IsMap() ? item_path + ".nqn" : item_path;
-      if (host.nqn == kDiscoveryNqn) fail(host.at, nqn_path, "the discovery NQN is not a host NQN");
-      auto [it, inserted] = first_line.emplace(host.nqn, item_at.line);
-      if (!inserted) {
-        fail(host.at, nqn_path, "duplicate host NQN (first at line " + std::to_string(it->second) + ")");
-      }
-      if (sub.require_authentication && !host.dhchap_key.configured()) {
-        warn(item_at, item_path,
-             "no dhchap_key, and the subsystem requires authentication: this host will be refused");
-      }
-      sub.hosts.push_back(host.nqn);
-      sub.host_configs.push_back(std::move(host));
-    }
-  }
+  if (hosts) parse_hosts(*hosts, sub);
   if (sub.require_authentication && sub.allow_any_host) {
     warn(require_auth->key_at, require_auth->path,
          "with allow_any_host: only the listed hosts with a dhchap_key can connect");
@@ -107,6 +100,43 @@ SubsystemConfig Parser::parse_subsystem(const YAML::Node& node, const std::strin
     warn(hosts->key_at, hosts->path, "ignored: allow_any_host is true, so any host may connect");
   }
 
+  parse_namespaces(m, path, at, sub);
+  return sub;
+}
+
+// `hosts:` items: a host NQN, or a mapping (parse_host()); each NQN once.
+void Parser::parse_hosts(const Field& hosts, SubsystemConfig& sub) {
+  auto items = sequence(hosts);
+  std::map<std::string, int> first_line;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    std::string item_path = hosts.path + "[" + std::to_string(i) + "]";
+    SourceLocation item_at = missing(items[i]) ? hosts.value_at : location_of(items[i].Mark());
+    HostConfig host;
+    if (items[i].IsMap()) {
+      host = parse_host(items[i], item_path, item_at);
+    } else {
+      Field item{item_path, "", items[i], item_at, item_at};
+      host.nqn = string_value(item, "a host NQN, or a mapping with nqn and dhchap_key or tls_psk");
+      host.at = item_at;
+      check_nqn(item_at, item_path, host.nqn);
+    }
+    const std::string nqn_path = items[i].IsMap() ? item_path + ".nqn" : item_path;
+    if (host.nqn == kDiscoveryNqn) fail(host.at, nqn_path, "the discovery NQN is not a host NQN");
+    auto [it, inserted] = first_line.emplace(host.nqn, item_at.line);
+    if (!inserted) {
+      fail(host.at, nqn_path, "duplicate host NQN (first at line " + std::to_string(it->second) + ")");
+    }
+    if (sub.require_authentication && !host.dhchap_key.configured()) {
+      warn(item_at, item_path,
+           "no dhchap_key, and the subsystem requires authentication: this host will be refused");
+    }
+    sub.hosts.push_back(host.nqn);
+    sub.host_configs.push_back(std::move(host));
+  }
+}
+
+// `namespaces:` with their UUID and NGUID derived where not given; each NSID once.
+void Parser::parse_namespaces(const Mapping& m, const std::string& path, SourceLocation at, SubsystemConfig& sub) {
   if (const Field* f = m.find("namespaces")) {
     auto items = sequence(*f);
     std::map<uint32_t, int> first_line;  // NSID -> line
@@ -126,7 +156,6 @@ SubsystemConfig Parser::parse_subsystem(const YAML::Node& node, const std::strin
   } else {
     warn(at, path + ".namespaces", "no namespaces: hosts will see an empty subsystem");
   }
-  return sub;
 }
 
 HostConfig Parser::parse_host(const YAML::Node& node, const std::string& path, SourceLocation at) {
@@ -306,6 +335,12 @@ NamespaceConfig Parser::parse_namespace(const YAML::Node& node, const std::strin
   if (const Field* f = m.find("read_only")) ns.read_only = boolean(*f);
   if (const Field* f = m.find("ana_group")) ns.ana_group = integer32(*f, 1, kAnaGroupMax);
 
+  parse_ids(m, ns);
+  return ns;
+}
+
+// `uuid` and `nguid`, when given.
+void Parser::parse_ids(const Mapping& m, NamespaceConfig& ns) const {
   if (const Field* f = m.find("uuid")) {
     std::string text = scalar(*f, "a UUID such as 3f2504e0-4f89-11d3-9a0c-0305e82c3301");
     auto id = is_canonical_uuid(text) ? parse_hex_id(text) : std::nullopt;
@@ -322,7 +357,6 @@ NamespaceConfig Parser::parse_namespace(const YAML::Node& node, const std::strin
     ns.nguid = *id;
     ns.nguid_configured = true;
   }
-  return ns;
 }
 
 void Parser::check_namespaces_across_subsystems(const TargetConfig& config) const {

@@ -163,7 +163,12 @@ class Parser : public config::Reader {
   ControlConfig parse_control(const Field& f) const;
   MetricsConfig parse_metrics(const Field& f) const;
   void check_metrics(const TargetConfig& config) const;
+  void parse_subsystems(const Mapping& top, TargetConfig& config);
   SubsystemConfig parse_subsystem(const YAML::Node& node, const std::string& path);
+  void parse_hosts(const Field& hosts, SubsystemConfig& sub);
+  void parse_namespaces(const Mapping& m, const std::string& path, SourceLocation at, SubsystemConfig& sub);
+  void parse_ids(const Mapping& m, NamespaceConfig& ns) const;
+  void warn_unused_psks(const TargetConfig& config);
   HostConfig parse_host(const YAML::Node& node, const std::string& path, SourceLocation at);
   TlsPskConfig parse_tls_psk(const Mapping& m) const;
   void parse_rbd_keys(const Mapping& m, NamespaceConfig& ns) const;
