@@ -841,3 +841,57 @@ log_level: debug
 }
 
 }  // namespace
+
+// The steps issue 24 split out of parse(), parse_subsystem() and parse_namespace(), each once:
+// their warnings and errors keep their places and fields.
+namespace {
+
+TEST(ConfigSplitSteps, SubsystemAndNamespaceListWarnings) {
+  TargetConfig none = parse_ok("listeners: [{address: 127.0.0.1}]\n");
+  ASSERT_EQ(none.warnings.size(), 1u);
+  EXPECT_EQ(none.warnings[0], "t.yaml:1:1: subsystems: no subsystems: only discovery will be served");
+  TargetConfig empty = parse_ok(R"(
+listeners: [{address: 127.0.0.1}]
+subsystems:
+  - nqn: nqn.2024-11.io.rdmablk:a
+    allow_any_host: true
+    namespaces: []
+)");
+  ASSERT_EQ(empty.warnings.size(), 1u);
+  EXPECT_EQ(empty.warnings[0], "t.yaml:5:17: subsystems[0].namespaces: no namespaces: hosts will see an empty subsystem");
+}
+
+TEST(ConfigSplitSteps, TlsPskWithoutATlsListenerIsWarnedAbout) {
+  TargetConfig c = parse_ok(R"(
+listeners: [{address: 127.0.0.1}]
+subsystems:
+  - nqn: nqn.2024-11.io.rdmablk:a
+    hosts:
+      - nqn: nqn.2024-11.com.example:h1
+        tls_psk: "NVMeTLSkey-1:01:VRLbtnN9AQb2WXW3c9+wEf/DRLz0QuLdbYvEhwtdWwNf9LrZ:"
+    namespaces: [{nsid: 1, backend: ram, size: 1M}]
+)");
+  ASSERT_EQ(c.warnings.size(), 1u);
+  EXPECT_EQ(c.warnings[0],
+            "t.yaml:6:18: subsystems[0].hosts[0]: a tls_psk, but no listener has tls: optional or required, so it is "
+            "never used");
+}
+
+TEST(ConfigSplitSteps, UuidAndNguidErrors) {
+  const std::string head = R"(
+listeners: [{address: 127.0.0.1}]
+subsystems:
+  - nqn: nqn.2024-11.io.rdmablk:a
+    allow_any_host: true
+    namespaces:
+      - nsid: 1
+        backend: ram
+        size: 1MiB
+)";
+  EXPECT_EQ(parse_error(head + "        uuid: 00000000-0000-0000-0000-000000000000\n"),
+            "t.yaml:9:15: subsystems[0].namespaces[0].uuid: the nil UUID is not a namespace identifier");
+  EXPECT_EQ(parse_error(head + "        nguid: 0123\n"),
+            "t.yaml:9:16: subsystems[0].namespaces[0].nguid: '0123' is not an NGUID (32 hex digits, dashes allowed)");
+}
+
+}  // namespace
