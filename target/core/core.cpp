@@ -17,14 +17,6 @@ namespace rdmablk::target {
 
 using protocol::Status;
 
-std::string ReloadSummary::describe() const {
-  return fmt::format(
-      "subsystems +{} -{}, namespaces +{} -{} ~{}, host lists changed {}, controllers dropped {}, ANA changes {}, "
-      "discovery log {}",
-      subsystems_added, subsystems_removed, namespaces_added, namespaces_removed, namespaces_changed,
-      host_lists_changed, controllers_dropped, ana_changes, discovery_changed ? "changed" : "unchanged");
-}
-
 Status check_data(const TargetRequest& req, transport::DataDirection dir, uint32_t needed) noexcept {
   if (needed == 0) return st::success;
   const auto accept = req.queue != nullptr && req.queue->transport_type() == transport::TransportType::rdma

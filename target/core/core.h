@@ -33,6 +33,7 @@
 #include "protocol/result.h"
 #include "target/config/config.h"
 #include "target/core/core_reactor.h"
+#include "target/core/reload_plan.h"
 #include "target/core/stats.h"
 #include "target/core/status.h"
 #include "target/core/subsystem.h"
@@ -68,20 +69,6 @@ struct CoreOptions {
   // A backend's store may have been resized (rbd: the image header changed). Runs on a library thread and
   // must only wake the control thread, which then calls refresh_namespace_sizes(). Empty: nobody listens.
   std::function<void()> on_namespace_resize;
-};
-
-// What a reload changed (for the log line).
-struct ReloadSummary {
-  unsigned subsystems_added = 0;
-  unsigned subsystems_removed = 0;
-  unsigned namespaces_added = 0;
-  unsigned namespaces_removed = 0;
-  unsigned namespaces_changed = 0;   // replaced: a new backend under the same NSID
-  unsigned host_lists_changed = 0;
-  unsigned controllers_dropped = 0;  // hosts no longer allowed, subsystems removed, listener now discovery-only
-  unsigned ana_changes = 0;          // group states changed on a listener + namespaces moved to another group
-  bool discovery_changed = false;
-  std::string describe() const;
 };
 
 class TargetCore final : public transport::TargetQueueHandler {
