@@ -1,4 +1,5 @@
-// The reload planner (target/core/reload_plan.h) on its own: two configs in, the change list out.
+// The reload planner (target/core/reload_plan.h) on its own: two configs in, the change list out. Then the
+// core's side of it that the planner relies on: running_config() and apply_changes().
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include "target/config/config.h"
 #include "target/config_test_util.h"
 #include "target/core/reload_plan.h"
+#include "target/core_test_util.h"
 
 namespace rdmablk::target::testing {
 namespace {
@@ -346,6 +348,71 @@ TEST(ReloadPlan, SameBackendIgnoresTheAnaGroupOnly) {
   EXPECT_TRUE(same_backend(a, b));
   b.uuid[0] ^= 1;
   EXPECT_FALSE(same_backend(a, b));
+}
+
+// --- The core's side ---------------------------------------------------------------------------------------
+
+TargetConfig with_ana_key() {
+  auto c = test_config();
+  c.listeners[0].ana = {AnaGroupState{2, AnaState::inaccessible, {}}};
+  return c;
+}
+
+// set_ana_state holds until the next reload: the running config shows it, and reloading the same file puts the
+// file's state back and counts it.
+TEST(ReloadApply, ReloadPutsBackAnAnaStateSetSince) {
+  const TargetConfig config = with_ana_key();
+  CoreHarness h(config);
+  EXPECT_TRUE(plan_changes(h.core().running_config(), config).empty());
+  ASSERT_TRUE(h.core().set_ana_state("0.0.0.0:4420", 2, AnaState::optimized));
+  ASSERT_TRUE(h.core().set_ana_state("0.0.0.0:4420", 7, AnaState::non_optimized));
+  const TargetConfig running = h.core().running_config();
+  EXPECT_EQ(running.listeners[0].ana_state(2), AnaState::optimized);
+  EXPECT_EQ(running.listeners[0].ana_state(7), AnaState::non_optimized);
+  auto r = h.core().reload(config);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->ana_changes, 2u);
+  EXPECT_FALSE(r->discovery_changed);
+  EXPECT_EQ(h.core().ana_change_count(), 3u);
+  EXPECT_TRUE(plan_changes(h.core().running_config(), config).empty());
+  EXPECT_EQ(h.core().running_config().listeners[0].ana, config.listeners[0].ana);  // the keys as in the file
+}
+
+TEST(ReloadApply, RunningConfigFollowsReloadsNotFailedOnes) {
+  CoreHarness h;
+  auto config = test_config();
+  config.subsystems[0].namespaces.push_back(ram_ns(kSub1, 3, 2 << 20));
+  config.subsystems[1].hosts.push_back(kHost2);
+  ASSERT_TRUE(h.core().reload(config));
+  EXPECT_TRUE(plan_changes(h.core().running_config(), config).empty());
+  auto broken = config;
+  broken.subsystems[0].namespaces.push_back(ram_ns(kSub1, 4, 1000));  // not a multiple of the block size
+  broken.subsystems.pop_back();
+  EXPECT_FALSE(h.core().reload(broken));
+  EXPECT_TRUE(plan_changes(h.core().running_config(), config).empty());
+}
+
+// A list made by hand (as the live-management API will) applies like a reload's, even with a subsystem's edits
+// apart: they make one table (a second one of the same generation would be stale on the reactors).
+TEST(ReloadApply, AHandMadeChangeListApplies) {
+  CoreHarness h;
+  auto admin = h.queue();
+  const uint16_t cntlid = h.bring_up(*admin);
+  auto io = h.io_queue(cntlid, 1);
+  SubsystemConfig sub2 = test_config().subsystems[1];
+  sub2.model = "renamed";
+  ChangeList changes{change::NamespaceAdded{kSub1, ram_ns(kSub1, 9, 1 << 20)}, change::SettingsChanged{sub2},
+                     change::NamespaceRemoved{kSub1, 2}};
+  auto r = h.core().apply_changes(changes);
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->namespaces_added, 1u);
+  EXPECT_EQ(r->namespaces_removed, 1u);
+  h.reactor.run();
+  EXPECT_TRUE(h.write(*io, 9, 0, 1, pattern(512, 3)).status().ok());
+  EXPECT_EQ(h.read(*io, 2, 0, 1, 4096).status(), st::invalid_namespace);
+  auto expected = test_config();
+  apply_to_config(expected, changes);
+  EXPECT_TRUE(plan_changes(h.core().running_config(), expected).empty());
 }
 
 }  // namespace
