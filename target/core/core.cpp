@@ -1,14 +1,12 @@
-// Queue lifecycle, dispatch, completion, keep-alive, asynchronous events, reload and shutdown.
+// Queue lifecycle, dispatch, completion, keep-alive, asynchronous events, table updates and shutdown.
 #include "target/core/core.h"
 
 #include <atomic>
 
-#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <cstring>
-#include <set>
 
 #include "target/core/core_internal.h"
 #include "transport/log_limit.h"
@@ -16,14 +14,6 @@
 namespace rdmablk::target {
 
 using protocol::Status;
-
-std::string ReloadSummary::describe() const {
-  return fmt::format(
-      "subsystems +{} -{}, namespaces +{} -{} ~{}, host lists changed {}, controllers dropped {}, ANA changes {}, "
-      "discovery log {}",
-      subsystems_added, subsystems_removed, namespaces_added, namespaces_removed, namespaces_changed,
-      host_lists_changed, controllers_dropped, ana_changes, discovery_changed ? "changed" : "unchanged");
-}
 
 Status check_data(const TargetRequest& req, transport::DataDirection dir, uint32_t needed) noexcept {
   // The transport planned the transfer from the SGL (transport::plan_data_transfer: descriptor type, in-capsule
@@ -40,7 +30,7 @@ Status check_data(const TargetRequest& req, transport::DataDirection dir, uint32
 
 TargetCore::TargetCore(const TargetConfig& config, std::vector<CoreReactor*> reactors, CoreOptions options)
     : limits_(config.limits), options_(std::move(options)), reactors_(std::move(reactors)),
-      listeners_(config.listeners) {
+      listeners_(config.listeners), subsystem_configs_(config.subsystems) {
   // A backend queue serves every I/O queue of its reactor for one namespace.
   const uint64_t depth = std::clamp<uint64_t>(uint64_t{limits_.io_queue_depth} * limits_.max_io_queues, 256, 4096);
   for (CoreReactor* r : reactors_)
@@ -334,243 +324,8 @@ void TargetCore::deliver_events(Controller& ctrl) noexcept {
 }
 
 // ---------------------------------------------------------------------------------------------------------
-// Reload and shutdown
+// Namespace changes (reload: reload_apply.cpp) and shutdown
 // ---------------------------------------------------------------------------------------------------------
-
-Result<ReloadSummary> TargetCore::reload(const TargetConfig& config) {
-  ReloadSummary summary;
-  // 1. Open what is new outside the lock (file backends may block).
-  struct Plan {
-    std::string nqn;
-    const SubsystemConfig* config = nullptr;
-    std::shared_ptr<Subsystem> fresh;                                   // a new subsystem
-    std::vector<std::shared_ptr<Namespace>> opened;                     // new or replaced namespaces
-  };
-  std::vector<Plan> plans;
-  std::map<std::string, std::shared_ptr<Subsystem>, std::less<>> current;
-  {
-    std::lock_guard lock(mu_);
-    current = subsystems_;
-  }
-  uint64_t gen;
-  {
-    std::lock_guard lock(mu_);
-    gen = ++table_generation_;
-  }
-  for (const auto& sc : config.subsystems) {
-    Plan plan;
-    plan.nqn = sc.nqn;
-    plan.config = &sc;
-    auto it = current.find(sc.nqn);
-    if (it == current.end()) {
-      auto sub = build_subsystem(sc, gen, options_.on_namespace_resize);
-      if (!sub) return tl::unexpected(sub.error());
-      plan.fresh = std::move(*sub);
-    } else {
-      const NamespaceTable& old = *it->second->table;
-      for (const auto& nc : sc.namespaces) {
-        const auto* existing = old.find(nc.nsid);
-        if (existing != nullptr && (*existing)->same_config(nc)) continue;
-        auto ns = open_namespace(nc, options_.on_namespace_resize);
-        if (!ns) return make_error(fmt::format("subsystem {}: {}", sc.nqn, ns.error().message), ns.error().errno_value);
-        plan.opened.push_back(std::move(*ns));
-      }
-    }
-    plans.push_back(std::move(plan));
-  }
-
-  // 2. Apply under the lock; collect the messages to post.
-  std::vector<std::function<void()>> after;
-  EventReleases notify;
-  TableUpdates tables;
-  {
-    std::lock_guard lock(mu_);
-    bool disc_changed = false;
-    std::vector<const Subsystem*> ana_subsystems;  // a namespace moved to another group
-    std::set<std::string, std::less<>> wanted;
-    for (auto& plan : plans) {
-      wanted.insert(plan.nqn);
-      auto it = subsystems_.find(plan.nqn);
-      if (it == subsystems_.end()) {
-        if (!plan.fresh) {  // removed and re-added concurrently: build fresh next time
-          continue;
-        }
-        subsystems_.emplace(plan.nqn, plan.fresh);
-        ++summary.subsystems_added;
-        summary.namespaces_added += static_cast<unsigned>(plan.fresh->table->namespaces.size());
-        disc_changed = true;
-        continue;
-      }
-      Subsystem& sub = *it->second;
-      const SubsystemConfig& sc = *plan.config;
-      // Hosts.
-      if (sub.allow_any_host != sc.allow_any_host || sub.hosts != sc.hosts) {
-        sub.allow_any_host = sc.allow_any_host;
-        sub.hosts = sc.hosts;
-        ++summary.host_lists_changed;
-        disc_changed = true;
-      }
-      // Authentication settings: new connections use them (connected controllers keep theirs).
-      sub.require_authentication = sc.require_authentication;
-      sub.host_auth = host_auth_of(sc);
-      sub.tls_psk_sources = tls_psk_sources_of(sc);
-      sub.model = sc.model;
-      sub.cntlid_min = sc.cntlid_min;  // for controllers created from now on
-      sub.cntlid_max = sc.cntlid_max;
-      // Namespaces.
-      const NamespaceTable& old = *sub.table;
-      auto table = std::make_shared<NamespaceTable>();
-      table->generation = gen;
-      std::vector<uint32_t> changed;
-      for (const auto& nc : sc.namespaces) {
-        const auto* existing = old.find(nc.nsid);
-        if (existing != nullptr && (*existing)->same_config(nc)) {
-          // Moved to another ANA group: the same backend, an ANA Change event (nvmet's ana_grpid store).
-          if ((*existing)->ana_group.exchange(nc.ana_group, std::memory_order_relaxed) != nc.ana_group) {
-            ++summary.ana_changes;
-            if (ana_subsystems.empty() || ana_subsystems.back() != &sub) ana_subsystems.push_back(&sub);
-          }
-          table->namespaces.push_back(*existing);
-          continue;
-        }
-        auto opened = std::find_if(plan.opened.begin(), plan.opened.end(),
-                                   [&](const auto& ns) { return ns->nsid == nc.nsid; });
-        if (opened == plan.opened.end()) continue;  // cannot happen: opened in step 1
-        table->namespaces.push_back(*opened);
-        changed.push_back(nc.nsid);
-        if (existing != nullptr) {
-          ++summary.namespaces_changed;
-        } else {
-          ++summary.namespaces_added;
-        }
-      }
-      for (const auto& ns : old.namespaces) {
-        if (std::none_of(sc.namespaces.begin(), sc.namespaces.end(),
-                         [&](const NamespaceConfig& nc) { return nc.nsid == ns->nsid; })) {
-          changed.push_back(ns->nsid);
-          ++summary.namespaces_removed;
-        }
-      }
-      std::sort(table->namespaces.begin(), table->namespaces.end(),
-                [](const auto& a, const auto& b) { return a->nsid < b->nsid; });
-      std::sort(changed.begin(), changed.end());
-      if (!changed.empty()) {
-        sub.table = table;
-        tables.emplace_back(it->second, table);
-      }
-      // Controllers of this subsystem: drop hosts no longer allowed, tell the others what changed.
-      for (auto cit = controllers_.begin(); cit != controllers_.end();) {
-        auto ctrl = cit++->second;  // teardown erases from controllers_
-        if (ctrl->discovery || ctrl->subsys.get() != &sub) continue;
-        if (!sub.host_allowed(ctrl->hostnqn)) {
-          spdlog::info("controller {}: host {} is no longer allowed on {}: disconnecting", ctrl->cntlid,
-                       ctrl->hostnqn, sub.nqn);
-          teardown_locked(ctrl, "host no longer allowed", after);
-          ++summary.controllers_dropped;
-          continue;
-        }
-        if (changed.empty()) continue;
-        note_changed_namespaces_locked(*ctrl, changed);
-        notify.push_back(release_of_locked(ctrl));
-      }
-    }
-    // Subsystems no longer configured.
-    for (auto it = subsystems_.begin(); it != subsystems_.end();) {
-      if (wanted.count(it->first) != 0) {
-        ++it;
-        continue;
-      }
-      auto sub = it->second;
-      sub->removed = true;
-      for (auto cit = controllers_.begin(); cit != controllers_.end();) {
-        auto ctrl = cit++->second;
-        if (ctrl->subsys == sub) {
-          teardown_locked(ctrl, "subsystem removed", after);
-          ++summary.controllers_dropped;
-        }
-      }
-      summary.namespaces_removed += static_cast<unsigned>(sub->table->namespaces.size());
-      ++summary.subsystems_removed;
-      auto empty = std::make_shared<NamespaceTable>();
-      empty->generation = gen;
-      sub->table = empty;
-      tables.emplace_back(sub, empty);
-      disc_changed = true;
-      it = subsystems_.erase(it);
-    }
-    // Listeners (for the discovery log).
-    auto same_listener = [](const ListenerConfig& a, const ListenerConfig& b) {
-      return a.transport == b.transport && a.address == b.address && a.port == b.port && a.role == b.role;
-    };
-    // ANA states: a listener at the same endpoint keeps its port object (its queues hold it), with the
-    // states the file now gives it.
-    std::vector<std::shared_ptr<AnaPort>> ports;
-    std::vector<const AnaPort*> ana_ports_changed;
-    for (const auto& l : config.listeners) {
-      std::shared_ptr<AnaPort> port;
-      for (std::size_t j = 0; j < listeners_.size() && j < ana_ports_.size() && !port; ++j)
-        if (same_listener(listeners_[j], l)) port = ana_ports_[j];
-      if (!port) {  // a new listener: no controller is on it yet, nothing changed for anyone
-        port = std::make_shared<AnaPort>();
-        apply_ana_config(*port, l);
-        ports.push_back(std::move(port));
-        continue;
-      }
-      if (unsigned n = apply_ana_config(*port, l); n != 0) {
-        summary.ana_changes += n;
-        ana_ports_changed.push_back(port.get());
-      }
-      ports.push_back(std::move(port));
-    }
-    const auto previous_listeners = listeners_;
-    listeners_ = config.listeners;  // the ANA keys may differ even when the endpoints do not
-    ana_ports_ = std::move(ports);
-    if (!ana_ports_changed.empty() || !ana_subsystems.empty()) {
-      ++ana_chgcnt_;
-      queue_ana_events_locked(ana_ports_changed, ana_subsystems, notify);
-    }
-    if (!std::equal(previous_listeners.begin(), previous_listeners.end(), config.listeners.begin(),
-                    config.listeners.end(), same_listener)) {
-      disc_changed = true;
-      // A listener that became discovery-only no longer serves NVM subsystems (nvmet: unlinking a subsystem
-      // from a port disconnects its controllers there).
-      for (auto cit = controllers_.begin(); cit != controllers_.end();) {
-        auto ctrl = cit++->second;
-        if (ctrl->discovery || ctrl->dead) continue;
-        bool on_discovery_listener = !serves_subsystems_locked(ctrl->local_address);
-        for (const auto& w : ctrl->io_queue_table) {
-          if (on_discovery_listener) break;
-          if (auto q = w.lock()) on_discovery_listener = !serves_subsystems_locked(q->local);
-        }
-        if (!on_discovery_listener) continue;
-        spdlog::info("controller {}: its listener now serves the discovery controller only: disconnecting",
-                     ctrl->cntlid);
-        teardown_locked(ctrl, "listener is discovery-only", after);
-        ++summary.controllers_dropped;
-      }
-    }
-    if (disc_changed) {
-      ++discovery_genctr_;
-      summary.discovery_changed = true;
-      for (auto& [id, ctrl] : controllers_) {
-        if (!ctrl->discovery) continue;
-        queue_event_locked(*ctrl,
-                           protocol::async_event_result(
-                               protocol::AsyncEventType::notice,
-                               static_cast<uint8_t>(protocol::AsyncEventNotice::discovery_log_page_change),
-                               static_cast<uint8_t>(protocol::LogPageId::discovery)),
-                           kAenMaskDiscovery, protocol::kAecDiscoveryLogChange);
-        notify.push_back(release_of_locked(ctrl));
-      }
-    }
-  }
-
-  // 3. Messages: the tables and events (publish_tables); closes at once.
-  publish_tables(tables, std::move(notify));
-  for (auto& fn : after) fn();
-  spdlog::info("configuration reloaded: {}", summary.describe());
-  return summary;
-}
 
 void TargetCore::note_changed_namespaces_locked(Controller& ctrl, const std::vector<uint32_t>& changed) {
   for (uint32_t nsid : changed) {

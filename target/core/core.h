@@ -33,6 +33,7 @@
 #include "protocol/result.h"
 #include "target/config/config.h"
 #include "target/core/core_reactor.h"
+#include "target/core/reload_plan.h"
 #include "target/core/stats.h"
 #include "target/core/status.h"
 #include "target/core/subsystem.h"
@@ -70,20 +71,6 @@ struct CoreOptions {
   std::function<void()> on_namespace_resize;
 };
 
-// What a reload changed (for the log line).
-struct ReloadSummary {
-  unsigned subsystems_added = 0;
-  unsigned subsystems_removed = 0;
-  unsigned namespaces_added = 0;
-  unsigned namespaces_removed = 0;
-  unsigned namespaces_changed = 0;   // replaced: a new backend under the same NSID
-  unsigned host_lists_changed = 0;
-  unsigned controllers_dropped = 0;  // hosts no longer allowed, subsystems removed, listener now discovery-only
-  unsigned ana_changes = 0;          // group states changed on a listener + namespaces moved to another group
-  bool discovery_changed = false;
-  std::string describe() const;
-};
-
 class TargetCore final : public transport::TargetQueueHandler {
  public:
   // Opens every namespace's backend. `reactors` are the threads the transports call the core from; the
@@ -102,7 +89,14 @@ class TargetCore final : public transport::TargetQueueHandler {
   // taken over for the discovery log and for the listener roles (binding them is the daemon's job): a
   // controller of an NVM subsystem with a queue on a listener that became discovery-only is disconnected.
   // Queue limits and reactor count are not reloadable. On error nothing changed.
+  // It is apply_changes(plan_changes(running_config(), config)), plus the log line.
   Result<ReloadSummary> reload(const TargetConfig& config);
+  // The configuration in effect (what the core was created with, plus the change lists applied since), its
+  // listeners with the ANA states they have now (set_ana_state moves them): what plan_changes compares with.
+  TargetConfig running_config() const;
+  // Carries out a change list planned against running_config(), from the control thread (the thread that
+  // reloads: one list at a time). Opens the backends it needs first, outside the lock; on error nothing changed.
+  Result<ReloadSummary> apply_changes(const ChangeList& changes);
 
   // Reads every namespace's size again (Backend::refresh_size; control thread, it may wait on the store)
   // and publishes the namespaces whose size changed: Identify Namespace reports the new size, I/O is checked
@@ -193,6 +187,20 @@ class TargetCore final : public transport::TargetQueueHandler {
                                EventReleases& notify);
   std::vector<uint8_t> ana_log_locked(const Controller& ctrl, bool groups_only) const;
 
+  // core/reload_apply.cpp: the applier of apply_changes, by kind of change (mu_ held but open_backends).
+  struct OpenedBackends;
+  struct Applying;
+  Result<OpenedBackends> open_backends(const ChangeList& changes, uint64_t generation) const;
+  void apply_locked(const ChangeList& changes, OpenedBackends& opened, Applying& st);
+  void edit_subsystem_locked(const std::string& nqn, const std::vector<const Change*>& edits, OpenedBackends& opened,
+                             Applying& st);
+  // Disconnects the controllers of hosts no longer allowed; tells the others of `changed` (sorted NSIDs).
+  void notify_subsystem_locked(Subsystem& sub, const std::vector<uint32_t>& changed, Applying& st);
+  void remove_subsystem_locked(const std::string& nqn, Applying& st);
+  void take_listeners_locked(const change::ListenersChanged& c, Applying& st);
+  void apply_ana_state_locked(const change::AnaStateChanged& c, Applying& st);
+  void finish_apply_locked(Applying& st);
+
   // core/dispatch.cpp: a command to its handler in the command table (commands/command_table.h). The
   // handlers below that take (CoreQueue&, TargetRequest&) are the table's.
   void handle_fabrics(CoreQueue& q, transport::TargetRequest& req) noexcept;
@@ -262,6 +270,7 @@ class TargetCore final : public transport::TargetQueueHandler {
 
   mutable std::mutex mu_;  // control path: everything below
   std::vector<ListenerConfig> listeners_;
+  std::vector<SubsystemConfig> subsystem_configs_;  // as applied: running_config()'s subsystems
   std::map<std::string, std::shared_ptr<Subsystem>, std::less<>> subsystems_;
   std::map<uint16_t, std::shared_ptr<Controller>> controllers_;
   std::vector<std::weak_ptr<CoreQueue>> queues_;  // every queue (shutdown, destruction)

@@ -5,15 +5,11 @@
 #include <algorithm>
 #include <bit>
 
+#include "target/core/reload_plan.h"
+
 namespace rdmablk::target {
 
-bool Namespace::same_config(const NamespaceConfig& o) const noexcept {
-  const NamespaceConfig& c = config;
-  return c.nsid == o.nsid && c.backend == o.backend && c.path == o.path && c.size == o.size &&
-         c.block_size == o.block_size && c.direct == o.direct && c.read_only == o.read_only && c.uuid == o.uuid &&
-         c.nguid == o.nguid && c.pool == o.pool && c.image == o.image && c.rados_namespace == o.rados_namespace &&
-         c.ceph_conf == o.ceph_conf && c.client == o.client && c.keyring == o.keyring;
-}
+bool Namespace::same_config(const NamespaceConfig& o) const noexcept { return same_backend(config, o); }
 
 namespace {
 testing::BackendWrapper& backend_wrapper() {

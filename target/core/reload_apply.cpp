@@ -1,0 +1,307 @@
+// The applier: carries a ChangeList (reload_plan.h) out on the running core. Backends are opened first,
+// outside the lock (file backends may block, librbd waits on the cluster); then, under the lock, the tables,
+// hosts, settings, listeners and ANA states change and events and disconnects are queued; the new tables go to
+// the reactors and the events out once every reactor has them (publish_tables).
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <map>
+#include <utility>
+
+#include "target/core/core.h"
+#include "target/core/core_internal.h"
+#include "target/core/reload_plan.h"
+
+namespace rdmablk::target {
+
+// What a change list needs opened, opened before anything changes.
+struct TargetCore::OpenedBackends {
+  std::map<std::string, std::shared_ptr<Subsystem>, std::less<>> subsystems;          // SubsystemAdded
+  std::map<std::pair<std::string, uint32_t>, std::shared_ptr<Namespace>> namespaces;  // added, replaced, resized
+};
+
+// What applying collects under the lock: closes run once it is released, events go out once every reactor
+// has the new tables.
+struct TargetCore::Applying {
+  uint64_t generation = 0;
+  unsigned controllers_dropped = 0;
+  std::vector<std::function<void()>> after;
+  EventReleases notify;
+  TableUpdates tables;
+  std::vector<const AnaPort*> ana_ports;         // a group state changed on it
+  std::vector<const Subsystem*> ana_subsystems;  // a namespace moved to another group
+  bool endpoints_changed = false;
+  bool discovery_changed = false;
+};
+
+namespace {
+
+// The namespace config a change opens a backend for (added, replaced, resized), else nullptr.
+const NamespaceConfig* namespace_to_open(const Change& c) {
+  if (const auto* a = std::get_if<change::NamespaceAdded>(&c)) return &a->config;
+  if (const auto* r = std::get_if<change::NamespaceReplaced>(&c)) return &r->config;
+  if (const auto* r = std::get_if<change::NamespaceResized>(&c)) return &r->config;
+  return nullptr;
+}
+
+// set_ana_state moves a port away from its listener's keys until the next reload: the running config says
+// what the port has, so that a reload puts the file's states back (and counts them).
+void overlay_ana_states(ListenerConfig& listener, const AnaPort& port) {
+  for (uint32_t g = 1; g <= kAnaGroupMax; ++g) {
+    const protocol::AnaState live = port.get(g);
+    if (listener.ana_state(g) == live) continue;
+    auto it = std::find_if(listener.ana.begin(), listener.ana.end(),
+                           [g](const AnaGroupState& a) { return a.group >= g; });
+    if (it != listener.ana.end() && it->group == g) {
+      it->state = live;
+    } else {
+      listener.ana.insert(it, AnaGroupState{g, live, {}});
+    }
+  }
+}
+
+}  // namespace
+
+TargetConfig TargetCore::running_config() const {
+  std::lock_guard lock(mu_);
+  TargetConfig config;
+  config.subsystems = subsystem_configs_;
+  config.listeners = listeners_;
+  for (std::size_t i = 0; i < config.listeners.size() && i < ana_ports_.size(); ++i)
+    overlay_ana_states(config.listeners[i], *ana_ports_[i]);
+  return config;
+}
+
+Result<ReloadSummary> TargetCore::reload(const TargetConfig& config) {
+  auto summary = apply_changes(plan_changes(running_config(), config));
+  if (summary) spdlog::info("configuration reloaded: {}", summary->describe());
+  return summary;
+}
+
+Result<ReloadSummary> TargetCore::apply_changes(const ChangeList& changes) {
+  Applying st;
+  {
+    std::lock_guard lock(mu_);
+    st.generation = ++table_generation_;
+  }
+  auto opened = open_backends(changes, st.generation);
+  if (!opened) return tl::unexpected(opened.error());
+  {
+    std::lock_guard lock(mu_);
+    apply_locked(changes, *opened, st);
+    TargetConfig running;
+    running.subsystems = std::move(subsystem_configs_);
+    apply_to_config(running, changes);
+    subsystem_configs_ = std::move(running.subsystems);
+  }
+  publish_tables(st.tables, std::move(st.notify));
+  for (auto& fn : st.after) fn();
+  ReloadSummary summary = summarize(changes);
+  summary.controllers_dropped = st.controllers_dropped;
+  return summary;
+}
+
+Result<TargetCore::OpenedBackends> TargetCore::open_backends(const ChangeList& changes, uint64_t generation) const {
+  OpenedBackends out;
+  for (const Change& c : changes) {
+    if (const auto* added = std::get_if<change::SubsystemAdded>(&c)) {
+      auto sub = build_subsystem(added->config, generation, options_.on_namespace_resize);
+      if (!sub) return tl::unexpected(sub.error());
+      out.subsystems.emplace(added->config.nqn, std::move(*sub));
+      continue;
+    }
+    const NamespaceConfig* nc = namespace_to_open(c);
+    if (nc == nullptr) continue;
+    const std::string& nqn = *edited_subsystem(c);
+    auto ns = open_namespace(*nc, options_.on_namespace_resize);
+    if (!ns) return make_error(fmt::format("subsystem {}: {}", nqn, ns.error().message), ns.error().errno_value);
+    out.namespaces.emplace(std::make_pair(nqn, nc->nsid), std::move(*ns));
+  }
+  return out;
+}
+
+void TargetCore::apply_locked(const ChangeList& changes, OpenedBackends& opened, Applying& st) {
+  std::vector<const std::string*> edited;
+  for (const Change& c : changes) {
+    // All edits of a subsystem at once (plan_changes makes them adjacent): one new table, one event each.
+    if (const std::string* nqn = edited_subsystem(c)) {
+      if (std::any_of(edited.begin(), edited.end(), [&](const std::string* n) { return *n == *nqn; })) continue;
+      edited.push_back(nqn);
+      std::vector<const Change*> edits;
+      for (const Change& e : changes)
+        if (const std::string* n = edited_subsystem(e); n != nullptr && *n == *nqn) edits.push_back(&e);
+      edit_subsystem_locked(*nqn, edits, opened, st);
+      continue;
+    }
+    if (const auto* added = std::get_if<change::SubsystemAdded>(&c)) {
+      auto it = opened.subsystems.find(added->config.nqn);
+      if (it != opened.subsystems.end()) subsystems_.emplace(it->first, it->second);  // kept if already there
+    } else if (const auto* removed = std::get_if<change::SubsystemRemoved>(&c)) {
+      remove_subsystem_locked(removed->nqn, st);
+    } else if (const auto* listeners = std::get_if<change::ListenersChanged>(&c)) {
+      take_listeners_locked(*listeners, st);
+    } else if (const auto* ana = std::get_if<change::AnaStateChanged>(&c)) {
+      apply_ana_state_locked(*ana, st);
+    } else if (std::holds_alternative<change::DiscoveryLogChanged>(c)) {
+      st.discovery_changed = true;
+    }
+  }
+  finish_apply_locked(st);
+}
+
+void TargetCore::edit_subsystem_locked(const std::string& nqn, const std::vector<const Change*>& edits,
+                                       OpenedBackends& opened, Applying& st) {
+  auto it = subsystems_.find(nqn);
+  if (it == subsystems_.end()) return;  // planned against another running config
+  Subsystem& sub = *it->second;
+  auto table = std::make_shared<NamespaceTable>(*sub.table);  // as it is now: a resize may have replaced one
+  table->generation = st.generation;
+  std::vector<uint32_t> changed;  // the Changed Namespace List: added, removed, replaced
+  auto erase_nsid = [&](uint32_t nsid) {
+    std::erase_if(table->namespaces, [nsid](const auto& ns) { return ns->nsid == nsid; });
+  };
+  for (const Change* edit : edits) {
+    const Change& c = *edit;
+    if (const auto* hosts = std::get_if<change::HostsChanged>(&c)) {
+      sub.allow_any_host = hosts->allow_any_host;
+      sub.hosts = hosts->hosts;
+    } else if (const auto* settings = std::get_if<change::SettingsChanged>(&c)) {
+      // New connections use them; connected controllers keep theirs.
+      sub.require_authentication = settings->config.require_authentication;
+      sub.host_auth = host_auth_of(settings->config);
+      sub.tls_psk_sources = tls_psk_sources_of(settings->config);
+      sub.model = settings->config.model;
+      sub.cntlid_min = settings->config.cntlid_min;
+      sub.cntlid_max = settings->config.cntlid_max;
+    } else if (const auto* moved = std::get_if<change::NamespaceMoved>(&c)) {
+      // The same backend, an ANA Change event (nvmet's ana_grpid store).
+      auto ns = std::find_if(table->namespaces.begin(), table->namespaces.end(),
+                             [&](const auto& n) { return n->nsid == moved->nsid; });  // not sorted yet
+      if (ns != table->namespaces.end() &&
+          (*ns)->ana_group.exchange(moved->to_group, std::memory_order_relaxed) != moved->to_group &&
+          std::find(st.ana_subsystems.begin(), st.ana_subsystems.end(), &sub) == st.ana_subsystems.end())
+        st.ana_subsystems.push_back(&sub);
+    } else if (const auto* removed = std::get_if<change::NamespaceRemoved>(&c)) {
+      erase_nsid(removed->nsid);
+      changed.push_back(removed->nsid);
+    } else if (const NamespaceConfig* nc = namespace_to_open(c)) {
+      auto ns = opened.namespaces.find({nqn, nc->nsid});
+      if (ns == opened.namespaces.end()) continue;  // cannot happen: opened before
+      erase_nsid(nc->nsid);
+      table->namespaces.push_back(ns->second);
+      changed.push_back(nc->nsid);
+    }
+  }
+  std::sort(table->namespaces.begin(), table->namespaces.end(),
+            [](const auto& a, const auto& b) { return a->nsid < b->nsid; });
+  std::sort(changed.begin(), changed.end());
+  if (!changed.empty()) {
+    sub.table = table;
+    st.tables.emplace_back(it->second, table);
+  }
+  notify_subsystem_locked(sub, changed, st);
+}
+
+void TargetCore::notify_subsystem_locked(Subsystem& sub, const std::vector<uint32_t>& changed, Applying& st) {
+  for (auto cit = controllers_.begin(); cit != controllers_.end();) {
+    auto ctrl = cit++->second;  // teardown erases from controllers_
+    if (ctrl->discovery || ctrl->subsys.get() != &sub) continue;
+    if (!sub.host_allowed(ctrl->hostnqn)) {
+      spdlog::info("controller {}: host {} is no longer allowed on {}: disconnecting", ctrl->cntlid, ctrl->hostnqn,
+                   sub.nqn);
+      teardown_locked(ctrl, "host no longer allowed", st.after);
+      ++st.controllers_dropped;
+      continue;
+    }
+    if (changed.empty()) continue;
+    note_changed_namespaces_locked(*ctrl, changed);
+    st.notify.push_back(release_of_locked(ctrl));
+  }
+}
+
+void TargetCore::remove_subsystem_locked(const std::string& nqn, Applying& st) {
+  auto it = subsystems_.find(nqn);
+  if (it == subsystems_.end()) return;
+  auto sub = it->second;
+  sub->removed = true;
+  for (auto cit = controllers_.begin(); cit != controllers_.end();) {
+    auto ctrl = cit++->second;
+    if (ctrl->subsys != sub) continue;
+    teardown_locked(ctrl, "subsystem removed", st.after);
+    ++st.controllers_dropped;
+  }
+  auto empty = std::make_shared<NamespaceTable>();
+  empty->generation = st.generation;
+  sub->table = empty;
+  st.tables.emplace_back(sub, empty);
+  subsystems_.erase(it);
+}
+
+void TargetCore::take_listeners_locked(const change::ListenersChanged& c, Applying& st) {
+  std::vector<std::shared_ptr<AnaPort>> ports;
+  for (const auto& l : c.listeners) {
+    std::shared_ptr<AnaPort> port;
+    for (std::size_t j = 0; j < listeners_.size() && j < ana_ports_.size() && !port; ++j)
+      if (listener_key(listeners_[j]) == listener_key(l)) port = ana_ports_[j];
+    if (!port) {  // a new listener: its states as configured
+      port = std::make_shared<AnaPort>();
+      apply_ana_config(*port, l);
+    }
+    ports.push_back(std::move(port));
+  }
+  listeners_ = c.listeners;
+  ana_ports_ = std::move(ports);
+  st.endpoints_changed = st.endpoints_changed || c.endpoints_changed;
+}
+
+void TargetCore::apply_ana_state_locked(const change::AnaStateChanged& c, Applying& st) {
+  for (std::size_t i = 0; i < listeners_.size() && i < ana_ports_.size(); ++i) {
+    if (listener_key(listeners_[i]) != c.listener) continue;
+    const AnaPort* port = ana_ports_[i].get();
+    if (ana_ports_[i]->set(c.group, c.to) &&
+        std::find(st.ana_ports.begin(), st.ana_ports.end(), port) == st.ana_ports.end())
+      st.ana_ports.push_back(port);
+    return;
+  }
+}
+
+// What concerns every controller, once every change is in: ANA Change events, controllers left on a
+// discovery-only listener, Discovery Log Change events.
+void TargetCore::finish_apply_locked(Applying& st) {
+  if (!st.ana_ports.empty() || !st.ana_subsystems.empty()) {
+    ++ana_chgcnt_;
+    queue_ana_events_locked(st.ana_ports, st.ana_subsystems, st.notify);
+  }
+  if (st.endpoints_changed) {
+    // A listener that became discovery-only no longer serves NVM subsystems (nvmet: unlinking a subsystem
+    // from a port disconnects its controllers there).
+    for (auto cit = controllers_.begin(); cit != controllers_.end();) {
+      auto ctrl = cit++->second;
+      if (ctrl->discovery || ctrl->dead) continue;
+      bool on_discovery_listener = !serves_subsystems_locked(ctrl->local_address);
+      for (const auto& w : ctrl->io_queue_table) {
+        if (on_discovery_listener) break;
+        if (auto q = w.lock()) on_discovery_listener = !serves_subsystems_locked(q->local);
+      }
+      if (!on_discovery_listener) continue;
+      spdlog::info("controller {}: its listener now serves the discovery controller only: disconnecting",
+                   ctrl->cntlid);
+      teardown_locked(ctrl, "listener is discovery-only", st.after);
+      ++st.controllers_dropped;
+    }
+  }
+  if (st.discovery_changed) {
+    ++discovery_genctr_;
+    const uint32_t event = protocol::async_event_result(
+        protocol::AsyncEventType::notice, static_cast<uint8_t>(protocol::AsyncEventNotice::discovery_log_page_change),
+        static_cast<uint8_t>(protocol::LogPageId::discovery));
+    for (auto& [id, ctrl] : controllers_) {
+      if (!ctrl->discovery) continue;
+      queue_event_locked(*ctrl, event, kAenMaskDiscovery, protocol::kAecDiscoveryLogChange);
+      st.notify.push_back(release_of_locked(ctrl));
+    }
+  }
+}
+
+}  // namespace rdmablk::target
