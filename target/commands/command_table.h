@@ -64,9 +64,6 @@ struct CommandEntry {
   IoPrepare prepare;                    // I/O
 
   std::string_view name() const noexcept { return protocol::command_name(set, opcode); }
-  // It may change logical block content (Commands Supported and Effects LBCC): refused on a read-only
-  // namespace.
-  bool changes_data() const noexcept { return (effects & protocol::effects::kLbcc) != 0; }
 };
 
 // Every entry, in table order.
