@@ -92,6 +92,15 @@ struct Daemon::Impl {
 
   ~Impl() { stop_reactors(); }
 
+  // Daemon::start's steps, in order (daemon.cpp); each returns the first error, naming the config place.
+  Result<void> create_reactors();  // the reactors and their buffer pools (not running yet)
+  Result<void> create_core();
+  Result<void> create_tls_context();  // when a listener offers TLS
+  Result<void> open_listeners();
+  // Only a socket the config or the command line names is an error when it cannot open.
+  Result<void> open_control_socket(ControlHooks hooks);
+  Result<void> open_metrics(std::function<TargetStatus()> status);
+
   void stop_reactors() {
     for (auto& r : reactors) r->stop();
     for (auto& t : threads) {
@@ -151,26 +160,25 @@ std::string short_number(double v) {
   return fmt::format("{:.0f}", v);
 }
 
-}  // namespace
-
-void block_daemon_signals() {
+// The signals the control loop reads from a signalfd; every thread blocks them (block_daemon_signals).
+sigset_t daemon_signals() {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
   sigaddset(&set, SIGHUP);
+  return set;
+}
+
+}  // namespace
+
+void block_daemon_signals() {
+  const sigset_t set = daemon_signals();
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
   signal(SIGPIPE, SIG_IGN);
 }
 
-Result<std::unique_ptr<Daemon>> Daemon::start(const TargetConfig& config, const DaemonOptions& options) {
-  std::unique_ptr<Daemon> d(new Daemon());
-  d->impl_ = std::make_unique<Impl>();
-  Impl& s = *d->impl_;
-  s.options = options;
-  s.config = config;
-  raise_open_file_limit(config);
-
+Result<void> Daemon::Impl::create_reactors() {
   const unsigned n = reactor_count(config);
   for (unsigned i = 0; i < n; ++i) {
     transport::ReactorOptions ro;
@@ -181,113 +189,140 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const TargetConfig& config, const 
     if (!reactor) return make_error("reactor " + std::to_string(i) + ": " + reactor.error().message);
     auto pool = transport::BufferPool::create(buffer_pool_options(config.limits));
     if (!pool) return make_error("buffer pool for reactor " + std::to_string(i) + ": " + pool.error().message);
-    s.adapters.push_back(std::make_unique<ReactorAdapter>(**reactor, pool->get()));
-    s.reactors.push_back(std::move(*reactor));
-    s.pools.push_back(std::move(*pool));
-    s.probes.push_back(std::make_unique<ReactorProbe>());
+    adapters.push_back(std::make_unique<ReactorAdapter>(**reactor, pool->get()));
+    reactors.push_back(std::move(*reactor));
+    pools.push_back(std::move(*pool));
+    probes.push_back(std::make_unique<ReactorProbe>());
   }
-  {
-    const auto po = buffer_pool_options(config.limits);
-    s.buffers_per_pool = po.small_count + po.large_count;
-  }
-  s.last_busy_ns.assign(n, 0);
-  s.recent_busy.assign(n, 0.0);
-  s.started_unix_ms = unix_ms_now();
-  s.config_loaded_unix_ms = unix_ms_now();
+  const auto po = buffer_pool_options(config.limits);
+  buffers_per_pool = po.small_count + po.large_count;
+  last_busy_ns.assign(n, 0);
+  recent_busy.assign(n, 0.0);
+  return {};
+}
+
+Result<void> Daemon::Impl::create_core() {
   std::vector<CoreReactor*> core_reactors;
-  for (auto& a : s.adapters) core_reactors.push_back(a.get());
-  if (s.resize->fd < 0) return make_error(fmt::format("eventfd: {}", std::strerror(errno)));
+  for (auto& a : adapters) core_reactors.push_back(a.get());
+  if (resize->fd < 0) return make_error(fmt::format("eventfd: {}", std::strerror(errno)));
   CoreOptions core_options;
-  core_options.on_namespace_resize = [resize = s.resize] { resize->raise(); };
-  auto core = TargetCore::create(config, core_reactors, std::move(core_options));
-  if (!core) return tl::unexpected(core.error());
-  s.core = std::move(*core);
+  core_options.on_namespace_resize = [resize = resize] { resize->raise(); };
+  auto created = TargetCore::create(config, core_reactors, std::move(core_options));
+  if (!created) return tl::unexpected(created.error());
+  core = std::move(*created);
+  return {};
+}
 
-  // Reactors run before the listeners exist so that accepted connections find them running.
-  for (auto& r : s.reactors) {
-    transport::Reactor* reactor = r.get();
-    s.threads.emplace_back([reactor] { reactor->run(); });
-  }
-
-  std::vector<transport::ReactorSlot> slots;
-  for (std::size_t i = 0; i < s.reactors.size(); ++i) slots.push_back({s.reactors[i].get(), s.pools[i].get()});
-  // One gate for every listener: a host's connections count together wherever they arrive.
-  auto gate = transport::ConnectionGate::create(connection_limit_options(config.limits));
-  s.tls_psks->update(config);
+Result<void> Daemon::Impl::create_tls_context() {
+  tls_psks->update(config);
   const bool any_tls = std::any_of(config.listeners.begin(), config.listeners.end(),
                                    [](const ListenerConfig& l) { return l.tls != transport::tcp::TlsPolicy::none; });
-  if (any_tls) {
-    auto context = tls_server_context(s.tls_psks, config.tls_psk_derivation);
-    if (!context) return make_error("TLS: " + context.error().message);
-    s.tls_context = std::move(*context);
-    const auto& ktls = security::probe_ktls();
-    spdlog::info("TLS: {} host PSKs, {} derivation; records in {} ({})", s.tls_psks->size(),
-                 config.tls_psk_derivation == security::PskDerivation::standard ? "standard" : "libnvme_compat",
-                 ktls.available ? "the kernel (kTLS)" : "userspace", ktls.reason);
-  }
+  if (!any_tls) return {};
+  auto context = tls_server_context(tls_psks, config.tls_psk_derivation);
+  if (!context) return make_error("TLS: " + context.error().message);
+  tls_context = std::move(*context);
+  const auto& ktls = security::probe_ktls();
+  spdlog::info("TLS: {} host PSKs, {} derivation; records in {} ({})", tls_psks->size(),
+               config.tls_psk_derivation == security::PskDerivation::standard ? "standard" : "libnvme_compat",
+               ktls.available ? "the kernel (kTLS)" : "userspace", ktls.reason);
+  return {};
+}
+
+Result<void> Daemon::Impl::open_listeners() {
+  std::vector<transport::ReactorSlot> slots;
+  for (std::size_t i = 0; i < reactors.size(); ++i) slots.push_back({reactors[i].get(), pools[i].get()});
+  // One gate for every listener: a host's connections count together wherever they arrive.
+  auto gate = transport::ConnectionGate::create(connection_limit_options(config.limits));
   for (const auto& l : config.listeners) {
     const std::string where = config.source + ":" + std::to_string(l.at.line) + ":" + std::to_string(l.at.column);
     transport::TransportAddress address{l.transport, l.address, l.port};
     const transport::TransportAddress* bound = nullptr;
     if (l.transport == transport::TransportType::tcp) {
       auto tcp_options = tcp_target_options(config.limits);
-      tcp_options.tls = tls_server_options(l, s.tls_context);
-      auto listener = transport::tcp::TcpListener::create(address, slots, *s.core, tcp_options, gate);
+      tcp_options.tls = tls_server_options(l, tls_context);
+      auto listener = transport::tcp::TcpListener::create(address, slots, *core, tcp_options, gate);
       if (!listener) return make_error(where + ": listeners: " + listener.error().message);
       bound = &(*listener)->address();
-      s.tcp_listeners.push_back(std::move(*listener));
+      tcp_listeners.push_back(std::move(*listener));
     } else {
       auto listener =
-          transport::rdma::RdmaListener::create(address, slots, *s.core, rdma_target_options(config.limits), gate);
+          transport::rdma::RdmaListener::create(address, slots, *core, rdma_target_options(config.limits), gate);
       if (!listener) return make_error(where + ": listeners: " + listener.error().message);
       bound = &(*listener)->address();
-      s.rdma_listeners.push_back(std::move(*listener));
+      rdma_listeners.push_back(std::move(*listener));
     }
     spdlog::info("listening on {} ({}{})", transport::to_uri(*bound), listener_role_name(l.role),
                  l.tls == transport::tcp::TlsPolicy::none ? "" : std::string(", tls ") + transport::tcp::to_string(l.tls));
   }
+  return {};
+}
 
-  Daemon* self = d.get();
+Result<void> Daemon::Impl::open_control_socket(ControlHooks hooks) {
+  if (!config.control.enabled && options.control_socket.empty()) return {};
   const std::string socket_path = options.control_socket.empty() ? config.control.socket_path : options.control_socket;
-  if (config.control.enabled || !options.control_socket.empty()) {
-    ControlHooks hooks{
-        .status = [self] { return self->status(); },
-        .reload = [self] { return self->reload_notifying("control socket"); },
-        .disconnect_host = [self](const std::string& host) { return self->impl_->core->disconnect_host(host); },
-        .disconnect_controller = [self](uint16_t id) { return self->impl_->core->disconnect_controller(id); },
-        .ana_set = [self](const std::string& listener, uint32_t group, protocol::AnaState state) {
-          return self->impl_->core->set_ana_state(listener, group, state);
-        },
-    };
-    auto control = ControlServer::create(
-        socket_path, [hooks](const std::string& line) { return handle_control_request(hooks, line); });
-    const bool configured = !options.control_socket.empty() || config.control.socket_at.line != 0;
-    if (control) {
-      s.control = std::move(*control);
-      spdlog::info("control socket {}", s.control->path());
-    } else if (configured) {
-      const std::string where = options.control_socket.empty()
-                                    ? config.source + ":" + std::to_string(config.control.socket_at.line) + ":" +
-                                          std::to_string(config.control.socket_at.column) + ": control.socket"
-                                    : std::string("--control-socket");
-      return make_error(where + ": " + control.error().message);
-    } else {
-      // The default path: a second target on the machine, or one run without root (no /run/rdmablk), still
-      // starts; the control socket is then off, and the log says how to have one.
-      spdlog::warn("control socket off: {} (set control.socket in the config, or --control-socket)",
-                   control.error().message);
-    }
+  auto server = ControlServer::create(
+      socket_path, [hooks = std::move(hooks)](const std::string& line) { return handle_control_request(hooks, line); });
+  if (server) {
+    control = std::move(*server);
+    spdlog::info("control socket {}", control->path());
+    return {};
   }
-  if (config.metrics.enabled) {
-    auto metrics = MetricsHttpServer::create(config.metrics.address, config.metrics.port, MetricsHttpLimits{},
-                                             [self] { return render_prometheus(self->status()); });
-    if (!metrics) {
-      return make_error(config.source + ":" + std::to_string(config.metrics.at.line) + ":" +
-                        std::to_string(config.metrics.at.column) + ": metrics: " + metrics.error().message);
-    }
-    s.metrics = std::move(*metrics);
-    spdlog::info("Prometheus metrics on http://{}/metrics", (*s.metrics).bound_address());
+  if (!options.control_socket.empty()) return make_error("--control-socket: " + server.error().message);
+  if (config.control.socket_at.line != 0) {
+    return make_error(config.source + ":" + std::to_string(config.control.socket_at.line) + ":" +
+                      std::to_string(config.control.socket_at.column) + ": control.socket: " + server.error().message);
   }
+  // The default path: a second target on the machine, or one run without root (no /run/rdmablk), still
+  // starts; the control socket is then off, and the log says how to have one.
+  spdlog::warn("control socket off: {} (set control.socket in the config, or --control-socket)",
+               server.error().message);
+  return {};
+}
+
+Result<void> Daemon::Impl::open_metrics(std::function<TargetStatus()> status) {
+  if (!config.metrics.enabled) return {};
+  auto server = MetricsHttpServer::create(config.metrics.address, config.metrics.port, MetricsHttpLimits{},
+                                          [status = std::move(status)] { return render_prometheus(status()); });
+  if (!server) {
+    return make_error(config.source + ":" + std::to_string(config.metrics.at.line) + ":" +
+                      std::to_string(config.metrics.at.column) + ": metrics: " + server.error().message);
+  }
+  metrics = std::move(*server);
+  spdlog::info("Prometheus metrics on http://{}/metrics", metrics->bound_address());
+  return {};
+}
+
+
+Result<std::unique_ptr<Daemon>> Daemon::start(const TargetConfig& config, const DaemonOptions& options) {
+  std::unique_ptr<Daemon> d(new Daemon());
+  d->impl_ = std::make_unique<Impl>();
+  Impl& s = *d->impl_;
+  s.options = options;
+  s.config = config;
+  raise_open_file_limit(config);
+  s.started_unix_ms = unix_ms_now();
+  s.config_loaded_unix_ms = s.started_unix_ms;
+  if (auto r = s.create_reactors(); !r) return tl::unexpected(r.error());
+  if (auto r = s.create_core(); !r) return tl::unexpected(r.error());
+  // Reactors run before the listeners exist so that accepted connections find them running.
+  for (auto& r : s.reactors) {
+    transport::Reactor* reactor = r.get();
+    s.threads.emplace_back([reactor] { reactor->run(); });
+  }
+  if (auto r = s.create_tls_context(); !r) return tl::unexpected(r.error());
+  if (auto r = s.open_listeners(); !r) return tl::unexpected(r.error());
+  Daemon* self = d.get();
+  ControlHooks hooks{
+      .status = [self] { return self->status(); },
+      .reload = [self] { return self->reload_notifying("control socket"); },
+      .disconnect_host = [self](const std::string& host) { return self->impl_->core->disconnect_host(host); },
+      .disconnect_controller = [self](uint16_t id) { return self->impl_->core->disconnect_controller(id); },
+      .ana_set = [self](const std::string& listener, uint32_t group, protocol::AnaState state) {
+        return self->impl_->core->set_ana_state(listener, group, state);
+      },
+  };
+  if (auto r = s.open_control_socket(std::move(hooks)); !r) return tl::unexpected(r.error());
+  if (auto r = s.open_metrics([self] { return self->status(); }); !r) return tl::unexpected(r.error());
   return d;
 }
 
@@ -476,21 +511,11 @@ void Daemon::stop() {
     spdlog::warn("stopping before every rbd image was closed (the cluster does not answer)");
 }
 
-int Daemon::run() {
-  Impl& s = *impl_;
-  sigset_t set;
-  sigemptyset(&set);
-  sigaddset(&set, SIGTERM);
-  sigaddset(&set, SIGINT);
-  sigaddset(&set, SIGHUP);
-  const int sfd = ::signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-  if (sfd < 0) {
-    spdlog::error("signalfd: {}", std::strerror(errno));
-    stop();
-    return 1;
-  }
-  // The periodic sample: often enough to ping a watchdog well within its timeout, else every 5 s (the
-  // STATUS= line). Idle, the control thread and each reactor wake once per period.
+namespace {
+
+// The periodic sample: often enough to ping a watchdog well within its timeout, else every 5 s (the
+// STATUS= line). Idle, the control thread and each reactor wake once per period.
+std::chrono::milliseconds sample_period() {
   std::chrono::milliseconds period{5000};
   uint64_t watchdog_usec = 0;
   if (sd_watchdog_enabled(0, &watchdog_usec) > 0 && watchdog_usec > 0) {
@@ -498,6 +523,38 @@ int Daemon::run() {
     spdlog::info("systemd watchdog: {} ms, pinged every {} ms while every reactor answers", watchdog_usec / 1000,
                  period.count());
   }
+  return period;
+}
+
+}  // namespace
+
+// Reads the pending signals: SIGHUP reloads; SIGTERM/SIGINT stop the daemon and return true.
+bool Daemon::handle_signals(int sfd) {
+  signalfd_siginfo info{};
+  while (::read(sfd, &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info))) {
+    if (info.ssi_signo == SIGHUP) {
+      (void)reload_notifying("SIGHUP");
+      continue;
+    }
+    spdlog::info("{}: draining in-flight I/O and disconnecting hosts", info.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
+    sd_notify(0, "STOPPING=1");
+    stop();
+    spdlog::info("rdmablk-target stopped");
+    return true;
+  }
+  return false;
+}
+
+int Daemon::run() {
+  Impl& s = *impl_;
+  const sigset_t signals = daemon_signals();
+  const int sfd = ::signalfd(-1, &signals, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (sfd < 0) {
+    spdlog::error("signalfd: {}", std::strerror(errno));
+    stop();
+    return 1;
+  }
+  const std::chrono::milliseconds period = sample_period();
   periodic();
   sd_notify(0, "READY=1");
   spdlog::info("rdmablk-target ready");
@@ -526,21 +583,9 @@ int Daemon::run() {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     now = std::chrono::steady_clock::now();
-    if (rc > 0 && (fds[0].revents & POLLIN) != 0) {
-      signalfd_siginfo info{};
-      while (::read(sfd, &info, sizeof(info)) == static_cast<ssize_t>(sizeof(info))) {
-        if (info.ssi_signo == SIGHUP) {
-          (void)reload_notifying("SIGHUP");
-          continue;
-        }
-        spdlog::info("{}: draining in-flight I/O and disconnecting hosts",
-                     info.ssi_signo == SIGTERM ? "SIGTERM" : "SIGINT");
-        sd_notify(0, "STOPPING=1");
-        ::close(sfd);
-        stop();
-        spdlog::info("rdmablk-target stopped");
-        return 0;
-      }
+    if (rc > 0 && (fds[0].revents & POLLIN) != 0 && handle_signals(sfd)) {
+      ::close(sfd);
+      return 0;
     }
     if (rc > 0 && (fds[1].revents & POLLIN) != 0) {
       s.resize->clear();

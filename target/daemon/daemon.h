@@ -46,6 +46,7 @@ class Daemon {
   // Every few seconds on the control thread: the watchdog ping (only when every reactor answered the previous
   // heartbeat), the next heartbeat, busy ratios, IOPS and the systemd STATUS= line.
   void periodic();
+  bool handle_signals(int sfd);  // true once SIGTERM/SIGINT stopped the daemon
   // Asks every reactor to record its buffer-pool use and answer with the returned sequence number.
   uint64_t post_probes() const;
   struct Impl;
