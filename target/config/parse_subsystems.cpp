@@ -382,8 +382,9 @@ void Parser::check_namespaces_across_subsystems(const TargetConfig& config) cons
         }
       }
       if (ns.backend == BackendKind::rbd) {
-        // Same conf file = same cluster (relative conf paths are not resolved yet: compared as written).
-        std::string key = std::string("rbd\0") + ns.ceph_conf + '\0' + ns.pool + '/' + ns.rados_namespace + '/' + ns.image;
+        // Same conf file = same cluster (relative conf paths are not resolved yet: compared as written). The
+        // NUL after "rbd" keeps the key apart from any file path (a path cannot hold one).
+        std::string key = std::string("rbd") + '\0' + ns.ceph_conf + '\0' + ns.pool + '/' + ns.rados_namespace + '/' + ns.image;
         auto [it, inserted] = paths.emplace(key, Seen{where, ns.read_only});
         if (!inserted && !(ns.read_only && it->second.read_only)) {
           fail(ns.image_at, path + ".image",
