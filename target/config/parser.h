@@ -6,9 +6,11 @@
 #include <sys/un.h>
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -132,6 +134,24 @@ class Parser : public config::Reader {
     }
     for (const auto& item : f.value) items.push_back(item);
     return items;
+  }
+
+  // A non-empty list of distinct names from `choices` (e.g. the DH-HMAC-CHAP hash functions); an empty
+  // list is an error (the key is left out for all of them), and so is a name listed twice.
+  template <typename T>
+  std::vector<T> distinct_list(const Field& f, std::string_view what,
+                               std::initializer_list<std::pair<std::string_view, T>> choices) const {
+    std::vector<T> out;
+    auto items = sequence(f);
+    if (items.empty()) fail(f.value_at, f.path, "an empty list (leave the key out for all of them)");
+    for (std::size_t i = 0; i < items.size(); ++i) {
+      SourceLocation item_at = missing(items[i]) ? f.value_at : location_of(items[i].Mark());
+      Field item{f.path + "[" + std::to_string(i) + "]", "", items[i], item_at, item_at};
+      T id = one_of<T>(item, what, choices);
+      if (std::find(out.begin(), out.end(), id) != out.end()) fail(item_at, item.path, "listed twice");
+      out.push_back(id);
+    }
+    return out;
   }
 
   void check_printable(const Field& f, const std::string& s, std::size_t max_len) const {
