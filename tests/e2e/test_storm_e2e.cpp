@@ -81,8 +81,9 @@ constexpr uint32_t kLongLivedIo = 16384;
 constexpr uint32_t kCycleIo = 8192;
 // What storms 3 and 4 may add to the heap in use after storms 1 and 2 (see the top of the file).
 constexpr int64_t kHeapBound = 1 << 20;
-// AddressSanitizer replaces malloc (mallinfo2 says nothing of its heap) and keeps freed memory in a quarantine,
-// so under it memory is not judged here (LeakSanitizer judges leaks at the target's exit): printed, unjudged.
+// AddressSanitizer replaces malloc (the target then reports its allocator's figures, not mallinfo2's) and keeps
+// freed memory in a quarantine, so under it the heap is printed, not judged: LeakSanitizer judges leaks at the
+// target's exit.
 #if defined(__SANITIZE_ADDRESS__)
 constexpr bool kSanitized = true;
 #elif defined(__has_feature)
@@ -653,7 +654,8 @@ TEST(StormE2e, ConnectionStormLeavesNoFdsThreadsOrMemoryAndALongLivedConnectionK
               static_cast<long long>(growth / 1024), runs - 2, mib(kHeapBound).c_str());
   std::fflush(stdout);
   if (kSanitized) {
-    std::printf("[storm] AddressSanitizer build: heap not judged (its allocator keeps its own books)\n");
+    std::printf("[storm] AddressSanitizer build: heap (ASan's allocator's figures) printed, not judged; "
+                "LeakSanitizer judges leaks at the target's exit\n");
   } else {
     EXPECT_LE(growth, kHeapBound) << "storms 3.." << runs << " left " << mib(growth)
                                   << " more allocated in the target than after the warm-up of storms 1 and 2";
