@@ -29,6 +29,7 @@
 #include "protocol/sgl.h"
 #include "protocol/tcp_pdu.h"
 #include "transport/host_queue.h"
+#include "transport/host_queue_base.h"
 #include "transport/tcp/tcp_host.h"
 #include "transport/tcp/pdu_receiver.h"
 #include "transport/tcp/tcp_io.h"
@@ -160,15 +161,16 @@ struct HostTls {
   }
 };
 
-class TcpHostQueue final : public HostQueue, private PduReceiver::Handler {
+class TcpHostQueue final : public HostQueueBase<TcpHostQueue, HostSlot>, private PduReceiver::Handler {
+  friend class HostQueueBase<TcpHostQueue, HostSlot>;
+
  public:
   TcpHostQueue(int fd, const HostQueueOptions& opts, const pt::TcpSession& session, std::unique_ptr<HostTls> tls,
                bool ktls)
-      : fd_(fd), opts_(opts), session_(session), slots_(std::max<uint16_t>(opts.entries, 1)),
-        rx_(64 * 1024, pt::Receiver::host, session_), tls_(std::move(tls)), ktls_(ktls) {
-    free_cids_.reserve(slots_.size());
-    for (std::size_t i = slots_.size(); i-- > 0;) free_cids_.push_back(static_cast<uint16_t>(i));
-    in_capsule_limit_ = opts.in_capsule_limit;
+      : HostQueueBase(opts), fd_(fd), session_(session), rx_(64 * 1024, pt::Receiver::host, session_),
+        tls_(std::move(tls)), ktls_(ktls) {
+    const std::size_t n = std::max<uint16_t>(opts.entries, 1);
+    init_slots(n, n);
   }
   ~TcpHostQueue() override { close(); }
 
@@ -177,65 +179,22 @@ class TcpHostQueue final : public HostQueue, private PduReceiver::Handler {
     if (free_cids_.empty()) return p::status::command_interrupted;  // queue full: retry after a completion
     const std::size_t len = cmd.data.size();
     if (len > UINT32_MAX) return p::status::data_sgl_length_invalid;
-    const uint16_t cid = free_cids_.back();
-    free_cids_.pop_back();
-    HostSlot& s = slots_[cid];
-    s = HostSlot{};
-    s.cmd = &cmd;
-    s.active = true;
-    cmd.sqe.hdr.cid.set(cid);
-    cmd.sqe.hdr.set_psdt(p::Psdt::sgl_mptr_contiguous);
-    const bool has_data = cmd.direction != DataDirection::none && len != 0;
-    if (has_data && cmd.direction == DataDirection::host_to_controller && len <= in_capsule_limit_) {
+    const uint16_t cid = prepare_slot(cmd);
+    HostSlot& s = activate(cid, cmd);
+    if (fits_in_capsule(cmd)) {
       cmd.sqe.hdr.dptr = p::make_in_capsule_sgl(0, static_cast<uint32_t>(len));
       s.in_capsule = true;
     } else {
-      cmd.sqe.hdr.dptr = p::make_transport_sgl(has_data ? static_cast<uint32_t>(len) : 0);
+      cmd.sqe.hdr.dptr = p::make_transport_sgl(moves_data(cmd) ? static_cast<uint32_t>(len) : 0);
     }
-    ++outstanding_;
     queue_tx(cid, HTx::capsule);
     return p::status::success;
   }
 
-  int poll(unsigned min_completions, std::chrono::milliseconds timeout) noexcept override {
-    if (error_ != 0) return -error_;
-    if (fd_ < 0) return -ENOTCONN;
-    const auto start = Clock::now();
-    const auto deadline = start + timeout;
-    auto spin_until = start + opts_.busy_poll;
-    completed_ = 0;
-    for (;;) {
-      bool progress = flush_tx();
-      if (error_ == 0) progress |= receive();
-      if (error_ != 0) return -error_;
-      if (min_completions != 0 && completed_ >= min_completions) break;
-      if (progress) {
-        // Only a busy-polling queue needs the time here: the others read the clock just before sleeping.
-        if (opts_.busy_poll.count() != 0) spin_until = Clock::now() + opts_.busy_poll;
-        continue;
-      }
-      if (min_completions == 0) break;
-      const auto now = Clock::now();
-      if (now >= deadline) break;
-      if (now < spin_until) continue;  // busy-poll: another non-blocking round instead of a sleep
-      short events = POLLIN;
-      if (!tx_.empty() || txq_head_ != kNone || (tls_ && tls_->out_pending())) events |= POLLOUT;
-      int rc = wait_fd(fd_, events, deadline, wake_fd_);
-      if (rc < 0) {
-        fail(-rc, "poll");
-        return -error_;
-      }
-      if (rc == 0) break;  // timeout, or the wake fd: the owner has other work
-    }
-    return static_cast<int>(completed_);
-  }
-
-  unsigned outstanding() const noexcept override { return outstanding_; }
   uint16_t entries() const noexcept override { return static_cast<uint16_t>(slots_.size()); }
   // MAXH2CDATA only sizes H2CData PDUs (the queue splits writes into them): no transfer limit on TCP.
   uint32_t max_transfer() const noexcept override { return UINT32_MAX; }
   void set_in_capsule_limit(uint32_t bytes) noexcept override { in_capsule_limit_ = bytes; }
-  const TransportAddress& address() const noexcept override { return opts_.address; }
 
   void close() noexcept override {
     if (fd_ < 0) return;
@@ -245,6 +204,24 @@ class TcpHostQueue final : public HostQueue, private PduReceiver::Handler {
   }
 
  private:
+  // ---- HostQueueBase hooks --------------------------------------------------------------------------
+
+  static constexpr bool kDriveWhileProgress = true;  // a received R2T queues data to send
+  bool io_open() const noexcept { return fd_ >= 0; }
+
+  bool drive() noexcept {
+    bool progress = flush_tx();
+    if (error_ == 0) progress |= receive();
+    return progress;
+  }
+
+  int wait(Clock::time_point deadline) noexcept {
+    short events = POLLIN;
+    if (!tx_.empty() || txq_head_ != kNone || (tls_ && tls_->out_pending())) events |= POLLOUT;
+    const int rc = wait_fd(fd_, events, deadline, wake_fd_);
+    if (rc < 0) fail(-rc, "poll");
+    return rc;  // 0: timeout, or the wake fd: the owner has other work
+  }
 
   // ---- send -----------------------------------------------------------------------------------------
 
@@ -523,21 +500,13 @@ class TcpHostQueue final : public HostQueue, private PduReceiver::Handler {
     complete(cid, cqe);
   }
 
-  void complete(uint16_t cid, p::Cqe cqe) noexcept {
-    HostSlot& s = slots_[cid];
-    HostCommand* cmd = s.cmd;
+  void release_slot(uint16_t cid, HostSlot& s, p::Cqe& cqe) noexcept {
     if (s.response_deferred) {
       s.response_deferred = false;
       --deferred_;
     }
     if (s.digest_error && cqe.get_status().ok()) cqe.set_status(p::status::data_transfer_error);
     if (s.in_txq) unlink_tx(cid);
-    s.active = false;
-    s.cmd = nullptr;
-    free_cids_.push_back(cid);
-    --outstanding_;
-    ++completed_;
-    if (cmd->on_complete != nullptr) cmd->on_complete(*cmd, cqe);
   }
 
   void unlink_tx(uint16_t cid) noexcept {
@@ -575,8 +544,7 @@ class TcpHostQueue final : public HostQueue, private PduReceiver::Handler {
   }
 
   void fail(int err, const char* what) noexcept {
-    if (error_ != 0) return;
-    error_ = err != 0 ? err : EIO;
+    if (!set_error(err)) return;
     rx_.stop();
     if (what != nullptr) {
       spdlog::warn("nvme-tcp host {}: {}: {}", to_uri(opts_.address), what, std::strerror(error_));
@@ -591,25 +559,18 @@ class TcpHostQueue final : public HostQueue, private PduReceiver::Handler {
     tx_.reset();  // nothing more is sent: no iovec points into a caller's buffer any more
     tx_sent_ = tx_queued_;
     txq_head_ = txq_tail_ = kNone;
-    for (std::size_t i = 0; i < slots_.size(); ++i) {
-      HostSlot& s = slots_[i];
-      s.in_txq = false;
-      if (!s.active) continue;
-      // A command the controller already answered keeps that answer.
-      const p::Cqe cqe = s.response_deferred ? s.deferred_cqe : p::make_cqe(static_cast<uint16_t>(i), opts_.qid, 0, st);
-      complete(static_cast<uint16_t>(i), cqe);
-    }
+    for (HostSlot& s : slots_) s.in_txq = false;
+    fail_outstanding(st);
+  }
+
+  // A command the controller already answered keeps that answer.
+  p::Cqe failure_cqe(uint16_t cid, p::Status st) const noexcept {
+    const HostSlot& s = slots_[cid];
+    return s.response_deferred ? s.deferred_cqe : p::make_cqe(cid, opts_.qid, 0, st);
   }
 
   int fd_;
-  HostQueueOptions opts_;
   pt::TcpSession session_;
-  std::vector<HostSlot> slots_;
-  std::vector<uint16_t> free_cids_;
-  uint32_t in_capsule_limit_ = 0;
-  unsigned outstanding_ = 0;
-  unsigned completed_ = 0;
-  int error_ = 0;
 
   TxBatch tx_;
   uint64_t tx_queued_ = 0;  // bytes ever put in the send batch
@@ -735,6 +696,64 @@ Result<std::unique_ptr<security::TlsSession>> tls_handshake(int fd, const TcpTls
   return session;
 }
 
+// The TCP connection to the controller on a non-blocking socket, up to `deadline`.
+Result<void> connect_socket(int fd, const SocketAddress& sa, const std::string& where, Clock::time_point deadline) {
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+  if (::connect(fd, sa.get(), sa.len) == 0) return {};
+  if (errno != EINPROGRESS) {
+    int e = errno;
+    return make_error("connect to " + where + ": " + std::strerror(e), e);
+  }
+  int rc = wait_fd(fd, POLLOUT, deadline);
+  if (rc == 0) return make_error("connect to " + where + ": timed out", ETIMEDOUT);
+  int err = 0;
+  socklen_t len = sizeof(err);
+  ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+  if (rc < 0) err = -rc;
+  if (err != 0) return make_error("connect to " + where + ": " + std::strerror(err), err);
+  return {};
+}
+
+// Connection initialization: ICReq -> ICResp (inside TLS when `tls` or kTLS). The session it negotiated.
+Result<pt::TcpSession> exchange_ic(int fd, const HostQueueOptions& opts, const std::string& where,
+                                   Clock::time_point deadline, HostTls* tls, bool ktls) {
+  pt::IcReqParams params;
+  params.hdgst = opts.header_digest;
+  params.ddgst = opts.data_digest;
+  params.maxr2t = 0;  // one R2T outstanding per command
+  const pt::IcReqPdu icreq = pt::build_icreq(params);
+  std::array<uint8_t, pt::kIcPduLen> buf{};
+  p::store(buf.data(), icreq);
+  if (auto r = io_exact(fd, buf.data(), buf.size(), true, deadline, "sending ICReq", tls); !r) {
+    return tl::unexpected(r.error());
+  }
+  if (auto r = io_exact(fd, buf.data(), pt::kCommonHeaderLen, false, deadline, "receiving ICResp", tls, ktls); !r) {
+    Error e = r.error();
+    // A listener that requires TLS closes a plain connection without a word (as nvmet does).
+    if (!opts.tls && e.errno_value == ECONNRESET) e.message += " (does " + where + " require TLS?)";
+    return tl::unexpected(std::move(e));
+  }
+  pt::TcpSession initial{};
+  auto ch = pt::validate_common_header(buf.data(), pt::kCommonHeaderLen, initial, pt::Receiver::host);
+  if (!ch) return make_error(std::string("bad ICResp from ") + where + ": " + ch.error().what, EPROTO);
+  if (ch->type == pt::PduType::c2h_term_req) {
+    return make_error("controller " + where + " refused the connection (C2HTermReq)", ECONNREFUSED);
+  }
+  if (auto r = io_exact(fd, buf.data() + pt::kCommonHeaderLen, pt::kIcPduLen - pt::kCommonHeaderLen, false,
+                        deadline, "receiving ICResp", tls, ktls);
+      !r) {
+    return tl::unexpected(r.error());
+  }
+  auto info = pt::validate_pdu_header(buf.data(), buf.size(), initial, pt::Receiver::host);
+  if (!info || info->type != pt::PduType::ic_resp) {
+    return make_error("bad ICResp from " + where + ": " + (info ? "not an ICResp" : info.error().what), EPROTO);
+  }
+  auto session = pt::host_session(icreq, p::load<pt::IcRespPdu>(buf.data()));
+  if (!session) return make_error("bad ICResp from " + where + ": " + session.error().what, EPROTO);
+  return *session;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<HostQueue>> connect_tcp_host_queue(const HostQueueOptions& opts) {
@@ -748,21 +767,7 @@ Result<std::unique_ptr<HostQueue>> connect_tcp_host_queue(const HostQueueOptions
     ::close(fd);
     return tl::unexpected(std::move(e));
   };
-  int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  if (::connect(fd, sa->get(), sa->len) != 0) {
-    if (errno != EINPROGRESS) {
-      int e = errno;
-      return fail(Error{"connect to " + where + ": " + std::strerror(e), e});
-    }
-    int rc = wait_fd(fd, POLLOUT, deadline);
-    if (rc == 0) return fail(Error{"connect to " + where + ": timed out", ETIMEDOUT});
-    int err = 0;
-    socklen_t len = sizeof(err);
-    ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-    if (rc < 0) err = -rc;
-    if (err != 0) return fail(Error{"connect to " + where + ": " + std::strerror(err), err});
-  }
+  if (auto r = connect_socket(fd, *sa, where, deadline); !r) return fail(r.error());
 
   // TLS first (TP 8011): ICReq/ICResp travel inside it.
   std::unique_ptr<HostTls> tls;
@@ -782,40 +787,8 @@ Result<std::unique_ptr<HostQueue>> connect_tcp_host_queue(const HostQueueOptions
     }
   }
 
-  // Connection initialization: ICReq -> ICResp.
-  pt::IcReqParams params;
-  params.hdgst = opts.header_digest;
-  params.ddgst = opts.data_digest;
-  params.maxr2t = 0;  // one R2T outstanding per command
-  const pt::IcReqPdu icreq = pt::build_icreq(params);
-  std::array<uint8_t, pt::kIcPduLen> buf{};
-  p::store(buf.data(), icreq);
-  if (auto r = io_exact(fd, buf.data(), buf.size(), true, deadline, "sending ICReq", tls.get()); !r) {
-    return fail(r.error());
-  }
-  if (auto r = io_exact(fd, buf.data(), pt::kCommonHeaderLen, false, deadline, "receiving ICResp", tls.get(), ktls); !r) {
-    Error e = r.error();
-    // A listener that requires TLS closes a plain connection without a word (as nvmet does).
-    if (!opts.tls && e.errno_value == ECONNRESET) e.message += " (does " + where + " require TLS?)";
-    return fail(std::move(e));
-  }
-  pt::TcpSession initial{};
-  auto ch = pt::validate_common_header(buf.data(), pt::kCommonHeaderLen, initial, pt::Receiver::host);
-  if (!ch) return fail(Error{std::string("bad ICResp from ") + where + ": " + ch.error().what, EPROTO});
-  if (ch->type == pt::PduType::c2h_term_req) {
-    return fail(Error{"controller " + where + " refused the connection (C2HTermReq)", ECONNREFUSED});
-  }
-  if (auto r = io_exact(fd, buf.data() + pt::kCommonHeaderLen, pt::kIcPduLen - pt::kCommonHeaderLen, false,
-                        deadline, "receiving ICResp", tls.get(), ktls);
-      !r) {
-    return fail(r.error());
-  }
-  auto info = pt::validate_pdu_header(buf.data(), buf.size(), initial, pt::Receiver::host);
-  if (!info || info->type != pt::PduType::ic_resp) {
-    return fail(Error{"bad ICResp from " + where + ": " + (info ? "not an ICResp" : info.error().what), EPROTO});
-  }
-  auto session = pt::host_session(icreq, p::load<pt::IcRespPdu>(buf.data()));
-  if (!session) return fail(Error{"bad ICResp from " + where + ": " + session.error().what, EPROTO});
+  auto session = exchange_ic(fd, opts, where, deadline, tls.get(), ktls);
+  if (!session) return fail(session.error());
   return std::unique_ptr<HostQueue>(new TcpHostQueue(fd, opts, *session, std::move(tls), ktls));
 }
 
