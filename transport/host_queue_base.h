@@ -20,9 +20,8 @@
 //   bool io_open() const noexcept    the connection is up (else poll() returns -ENOTCONN)
 //   protocol::Cqe failure_cqe(uint16_t cid, protocol::Status st) noexcept
 //                                    the CQE an outstanding command completes with when the queue fails
-//   void release_slot(uint16_t cid, Slot& s, protocol::Cqe& cqe) noexcept
-//                                    transport state of a slot going free (a per-command MR, the send list);
-//                                    may change the status the caller sees
+//   void release_slot(uint16_t cid, Slot& s) noexcept
+//                                    transport state of a slot going free (a per-command MR, the send list)
 //   static constexpr bool kDriveWhileProgress
 //                                    poll(0, ...) repeats drive() while it makes progress (TCP: a received
 //                                    R2T queues data to send) instead of one round (RDMA: reap drains the CQ)
@@ -123,15 +122,15 @@ class HostQueueBase : public HostQueue {
   }
   // Write data short enough to go in the capsule (SGL 0x01, offset 0).
   bool fits_in_capsule(const HostCommand& cmd) const noexcept {
-    return moves_data(cmd) && cmd.direction == DataDirection::host_to_controller &&
+    return cmd.direction == DataDirection::host_to_controller && !cmd.data.empty() &&
            cmd.data.size() <= in_capsule_limit_;
   }
 
   // The command in slot `cid` is done: free the slot, then run the caller's callback (which may submit).
-  void complete(uint16_t cid, protocol::Cqe cqe) noexcept {
+  void complete(uint16_t cid, const protocol::Cqe& cqe) noexcept {
     Slot& s = slots_[cid];
     HostCommand* cmd = s.cmd;
-    self().release_slot(cid, s, cqe);
+    self().release_slot(cid, s);
     s.active = false;
     s.cmd = nullptr;
     free_cids_.push_back(cid);

@@ -131,7 +131,8 @@ class RdmaHostQueue final : public HostQueueBase<RdmaHostQueue, HostSlot> {
       if (sends_outstanding_ >= sq_depth_) return p::status::command_interrupted;
     }
     const std::size_t len = cmd.data.size();
-    if (moves_data(cmd) && len > max_transfer()) return p::status::data_sgl_length_invalid;
+    const bool has_data = moves_data(cmd);
+    if (has_data && len > max_transfer()) return p::status::data_sgl_length_invalid;
     const uint16_t cid = prepare_slot(cmd);
     HostSlot& s = slots_[cid];
     uint8_t* capsule = region_ + std::size_t{cid} * capsule_size_;
@@ -140,7 +141,7 @@ class RdmaHostQueue final : public HostQueueBase<RdmaHostQueue, HostSlot> {
       cmd.sqe.hdr.dptr = p::make_in_capsule_sgl(0, static_cast<uint32_t>(len));
       std::memcpy(capsule + kSqeSize, cmd.data.data(), len);
       send_len += static_cast<uint32_t>(len);
-    } else if (moves_data(cmd)) {
+    } else if (has_data) {
       uint32_t rkey = 0;
       if (!data_rkey(cmd, s, rkey)) return p::status::internal_error;
       cmd.sqe.hdr.dptr = p::make_keyed_sgl(reinterpret_cast<uintptr_t>(cmd.data.data()), static_cast<uint32_t>(len),
@@ -496,7 +497,7 @@ class RdmaHostQueue final : public HostQueueBase<RdmaHostQueue, HostSlot> {
     return cqe;
   }
 
-  void release_slot(uint16_t /*cid*/, HostSlot& s, p::Cqe& /*cqe*/) noexcept {
+  void release_slot(uint16_t /*cid*/, HostSlot& s) noexcept {
     if (s.own_mr != nullptr) ibv_dereg_mr(s.own_mr);
     s.own_mr = nullptr;
   }

@@ -332,7 +332,9 @@ class TcpHostQueue final : public HostQueueBase<TcpHostQueue, HostSlot>, private
   void finish_deferred() noexcept {
     for (std::size_t i = 0; i < slots_.size() && deferred_ != 0; ++i) {
       HostSlot& s = slots_[i];
-      if (s.active && s.response_deferred && s.tx_data_end <= tx_sent_) complete(static_cast<uint16_t>(i), s.deferred_cqe);
+      if (s.active && s.response_deferred && s.tx_data_end <= tx_sent_) {
+        complete(static_cast<uint16_t>(i), caller_cqe(s, s.deferred_cqe));
+      }
     }
   }
 
@@ -497,16 +499,21 @@ class TcpHostQueue final : public HostQueueBase<TcpHostQueue, HostSlot>, private
       ++deferred_;
       return;
     }
-    complete(cid, cqe);
+    complete(cid, caller_cqe(s, cqe));
   }
 
-  void release_slot(uint16_t cid, HostSlot& s, p::Cqe& cqe) noexcept {
+  void release_slot(uint16_t cid, HostSlot& s) noexcept {
     if (s.response_deferred) {
       s.response_deferred = false;
       --deferred_;
     }
-    if (s.digest_error && cqe.get_status().ok()) cqe.set_status(p::status::data_transfer_error);
     if (s.in_txq) unlink_tx(cid);
+  }
+
+  // What the caller sees: a data digest error turns a success into a Data Transfer Error.
+  static p::Cqe caller_cqe(const HostSlot& s, p::Cqe cqe) noexcept {
+    if (s.digest_error && cqe.get_status().ok()) cqe.set_status(p::status::data_transfer_error);
+    return cqe;
   }
 
   void unlink_tx(uint16_t cid) noexcept {
@@ -566,7 +573,7 @@ class TcpHostQueue final : public HostQueueBase<TcpHostQueue, HostSlot>, private
   // A command the controller already answered keeps that answer.
   p::Cqe failure_cqe(uint16_t cid, p::Status st) const noexcept {
     const HostSlot& s = slots_[cid];
-    return s.response_deferred ? s.deferred_cqe : p::make_cqe(cid, opts_.qid, 0, st);
+    return caller_cqe(s, s.response_deferred ? s.deferred_cqe : p::make_cqe(cid, opts_.qid, 0, st));
   }
 
   int fd_;
