@@ -7,7 +7,8 @@
 // poll(): drive() the transport (send what is queued, receive, reap the CQ) until `min_completions`
 // commands completed; when a round made no progress it keeps trying without sleeping until busy_poll has
 // passed since the last progress, then wait()s (the socket, the completion channel, the wake fd) up to the
-// timeout. A deadline, not a count: a benchmark trades CPU for latency, the CLI and attach keep 0.
+// timeout. busy_poll is a time, not a count of rounds: a benchmark trades CPU for latency, the CLI and the
+// attach keep 0 (sleep at once).
 //
 // Static polymorphism (CRTP), as on the target side: the hooks are plain calls the compiler can inline.
 // Derived must provide:
@@ -15,8 +16,8 @@
 //                                    completions reaped). Sets the error (fail) itself.
 //   int wait(Clock::time_point deadline) noexcept
 //                                    nothing to do: sleep until there may be, or until `deadline`.
-//                                    < 0 the queue failed (error set), 0 stop polling (the wake fd),
-//                                    > 0 poll again (events, an arm, a timeout: the loop checks the deadline)
+//                                    < 0 the queue failed (error set), 0 stop polling (the wake fd, or the
+//                                    timeout), > 0 poll again (events, an arm: the loop checks the deadline)
 //   bool io_open() const noexcept    the connection is up (else poll() returns -ENOTCONN)
 //   protocol::Cqe failure_cqe(uint16_t cid, protocol::Status st) noexcept
 //                                    the CQE an outstanding command completes with when the queue fails
