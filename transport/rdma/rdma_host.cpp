@@ -15,6 +15,7 @@
 
 #include "protocol/rdma_cm.h"
 #include "protocol/sgl.h"
+#include "transport/host_queue_base.h"
 #include "transport/rdma/rdma_queue.h"
 #include "transport/rdma/rdma_util.h"
 
@@ -25,17 +26,13 @@ namespace cm = rdmablk::protocol::rdma_cm;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = HostClock;
 std::atomic<unsigned> g_live_host_queues{0};
 
 constexpr uint32_t kHostMaxInCapsule = 8 * 1024;  // capsule buffer capacity per entry beyond the SQE
 constexpr int kPollBatch = 32;
 constexpr uint64_t kRecvTag = 1ull << 32;  // wr_id: kRecvTag | index for RECVs, cid for SENDs
-
-int remaining_ms(Clock::time_point deadline) noexcept {
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-  return static_cast<int>(std::clamp<long long>(left, 0, 1 << 30));
-}
+constexpr int kDataAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
 
 // The next CM event on a non-blocking channel, waiting until `deadline`. Null on timeout (errno ETIMEDOUT).
 rdma_cm_event* next_cm_event(rdma_event_channel* ch, Clock::time_point deadline) noexcept {
@@ -65,9 +62,14 @@ struct UserMr {
   ibv_mr* mr = nullptr;
 };
 
-class RdmaHostQueue final : public HostQueue {
+class RdmaHostQueue final : public HostQueueBase<RdmaHostQueue, HostSlot> {
+  friend class HostQueueBase<RdmaHostQueue, HostSlot>;
+
  public:
-  explicit RdmaHostQueue(const HostQueueOptions& opts) : opts_(opts) { g_live_host_queues.fetch_add(1); }
+  explicit RdmaHostQueue(const HostQueueOptions& opts) : HostQueueBase(opts) {
+    in_capsule_limit_ = 0;  // set once connected
+    g_live_host_queues.fetch_add(1);
+  }
   ~RdmaHostQueue() override {
     close();
     g_live_host_queues.fetch_sub(1);
@@ -75,110 +77,43 @@ class RdmaHostQueue final : public HostQueue {
 
   Result<void> connect() {
     const auto deadline = Clock::now() + opts_.connect_timeout;
-    const std::string where = to_uri(opts_.address);
-    auto fail = [&](const std::string& what, int e) -> Result<void> {
-      return make_error("rdma connect to " + where + ": " + what + (e != 0 ? std::string(": ") + std::strerror(e) : ""),
-                        e != 0 ? e : EIO);
-    };
-    if (opts_.entries < 2) return fail("a queue needs at least 2 entries", EINVAL);
+    if (opts_.entries < 2) return fail_connect("a queue needs at least 2 entries", EINVAL);
     if (opts_.address.traddr.empty()) return make_error("no address to connect to", EINVAL);
-    auto dst = resolve_address(opts_.address, false);
-    if (!dst) return tl::unexpected(dst.error());
-    ch_ = rdma_create_event_channel();
-    if (ch_ == nullptr) return fail("rdma_create_event_channel (no RDMA support here?)", errno);
-    if (set_nonblocking(ch_->fd) != 0) return fail("fcntl", errno);
-    if (rdma_create_id(ch_, &id_, this, RDMA_PS_TCP) != 0) return fail("rdma_create_id", errno);
-    const int tmo = std::max(remaining_ms(deadline), 1);
-    if (rdma_resolve_addr(id_, nullptr, reinterpret_cast<sockaddr*>(&dst->storage), tmo) != 0) {
-      return fail("rdma_resolve_addr", errno);
-    }
-    if (auto r = expect_event(RDMA_CM_EVENT_ADDR_RESOLVED, deadline, where); !r) return r;
-    if (rdma_resolve_route(id_, std::max(remaining_ms(deadline), 1)) != 0) return fail("rdma_resolve_route", errno);
-    if (auto r = expect_event(RDMA_CM_EVENT_ROUTE_RESOLVED, deadline, where); !r) return r;
-
+    if (auto r = resolve_route(deadline); !r) return r;
     ibv_device_attr attr{};
     ibv_port_attr pattr{};
-    if (ibv_query_device(id_->verbs, &attr) != 0) return fail("ibv_query_device", errno);
-    if (ibv_query_port(id_->verbs, id_->port_num, &pattr) != 0) return fail("ibv_query_port", errno);
+    if (ibv_query_device(id_->verbs, &attr) != 0) return fail_connect("ibv_query_device", errno);
+    if (ibv_query_port(id_->verbs, id_->port_num, &pattr) != 0) return fail_connect("ibv_query_port", errno);
     max_msg_ = pattr.max_msg_sz;
     entries_ = opts_.entries;
     if (static_cast<int>(entries_) > attr.max_qp_wr) entries_ = static_cast<uint16_t>(attr.max_qp_wr);
     sq_depth_ = std::min<uint32_t>(uint32_t{entries_} * 2, static_cast<uint32_t>(attr.max_qp_wr));
-    pd_ = ibv_alloc_pd(id_->verbs);
-    if (pd_ == nullptr) return fail("ibv_alloc_pd", errno);
-    cc_ = ibv_create_comp_channel(id_->verbs);
-    if (cc_ == nullptr) return fail("ibv_create_comp_channel", errno);
-    if (set_nonblocking(cc_->fd) != 0) return fail("fcntl", errno);
-    const int cqe = static_cast<int>(std::min<uint32_t>(uint32_t{entries_} + sq_depth_, static_cast<uint32_t>(attr.max_cqe)));
-    cq_ = ibv_create_cq(id_->verbs, cqe, nullptr, cc_, 0);
-    if (cq_ == nullptr) return fail("ibv_create_cq", errno);
-    ibv_qp_init_attr qa{};
-    qa.send_cq = cq_;
-    qa.recv_cq = cq_;
-    qa.qp_type = IBV_QPT_RC;
-    qa.cap.max_send_wr = sq_depth_;
-    qa.cap.max_recv_wr = entries_;
-    qa.cap.max_send_sge = 1;
-    qa.cap.max_recv_sge = 1;
-    if (rdma_create_qp(id_, pd_, &qa) != 0) return fail("rdma_create_qp", errno);
-
-    capsule_size_ = kSqeSize + kHostMaxInCapsule;
-    region_bytes_ = (std::size_t{entries_} * capsule_size_ + std::size_t{entries_} * kCqeSize + 4095) / 4096 * 4096;
-    region_ = static_cast<uint8_t*>(std::aligned_alloc(4096, region_bytes_));
-    if (region_ == nullptr) return fail("out of memory", ENOMEM);
-    std::memset(region_, 0, region_bytes_);
-    region_mr_ = ibv_reg_mr(pd_, region_, region_bytes_, kLocalWriteAccess);
-    if (region_mr_ == nullptr) return fail("ibv_reg_mr", errno);
-    slots_.assign(entries_, HostSlot{});
-    free_cids_.clear();
-    for (std::size_t i = entries_; i-- > 0;) free_cids_.push_back(static_cast<uint16_t>(i));
-    for (uint16_t i = 0; i < entries_; ++i) {
-      if (post_recv(i) != 0) return fail("ibv_post_recv", errno);
-    }
-
-    const auto req = cm::make_request(opts_.qid, entries_);
-    rdma_conn_param param{};
-    param.private_data = &req;
-    param.private_data_len = sizeof(req);
-    param.responder_resources = static_cast<uint8_t>(std::clamp(attr.max_qp_rd_atom, 0, 255));
-    param.initiator_depth = 0;
-    param.flow_control = 1;
-    param.retry_count = 7;
-    param.rnr_retry_count = 7;
-    if (rdma_connect(id_, &param) != 0) return fail("rdma_connect", errno);
-    rdma_cm_event* ev = next_cm_event(ch_, deadline);
-    if (ev == nullptr) return fail("waiting for the accept", errno);
-    const rdma_cm_event_type type = ev->event;
-    if (type == RDMA_CM_EVENT_ESTABLISHED) {
-      auto crq = cm::decode_accept(ev->param.conn.private_data, ev->param.conn.private_data_len);
-      rdma_ack_cm_event(ev);
-      if (!crq) return fail(std::string("bad accept private data: ") + crq.error().what, EPROTO);
-      if (*crq < entries_) usable_entries_ = *crq;  // the controller provides fewer SQ entries
-    } else if (type == RDMA_CM_EVENT_REJECTED) {
-      auto st = cm::decode_reject(ev->param.conn.private_data, ev->param.conn.private_data_len);
-      const int status = ev->status;
-      rdma_ack_cm_event(ev);
-      connected_ = false;
-      if (st) return fail(std::string("rejected: ") + cm::reject_status_name(*st), ECONNREFUSED);
-      return fail("rejected (status " + std::to_string(status) + ")", ECONNREFUSED);
-    } else {
-      const int status = ev->status;
-      rdma_ack_cm_event(ev);
-      return fail(std::string(rdma_event_str(type)) + " (status " + std::to_string(status) + ")", ECONNREFUSED);
-    }
+    if (auto r = create_verbs(attr); !r) return r;
+    if (auto r = setup_capsules(nullptr); !r) return r;
+    if (auto r = exchange_connect(attr, deadline); !r) return r;
     if (usable_entries_ == 0) usable_entries_ = entries_;
-    // CIDs beyond what the controller accepts are never handed out.
-    free_cids_.clear();
-    for (std::size_t i = usable_entries_; i-- > 0;) free_cids_.push_back(static_cast<uint16_t>(i));
-    connected_ = true;
-    in_capsule_limit_ = std::min(opts_.in_capsule_limit, kHostMaxInCapsule);
+    mark_connected();
+    return {};
+  }
+
+  // A connected queue over verbs objects made elsewhere (fakes in tests): nothing of them is destroyed.
+  Result<void> adopt(const RdmaHostVerbs& v) {
+    borrowed_ = true;
+    pd_ = v.pd;
+    cc_ = v.cc;
+    cq_ = v.cq;
+    qp_ = v.qp;
+    max_msg_ = v.max_msg;
+    entries_ = usable_entries_ = opts_.entries;
+    sq_depth_ = uint32_t{entries_} * 2;
+    if (auto r = setup_capsules(v.region_mr); !r) return r;
+    mark_connected();
     return {};
   }
 
   Result<void> register_buffer(std::span<uint8_t> buf) override {
     if (pd_ == nullptr) return make_error("queue not connected", ENOTCONN);
-    ibv_mr* mr = ibv_reg_mr(pd_, buf.data(), buf.size(),
-                            IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);
+    ibv_mr* mr = ibv_reg_mr(pd_, buf.data(), buf.size(), kDataAccess);
     if (mr == nullptr) return make_error(std::string("ibv_reg_mr: ") + std::strerror(errno), errno);
     const auto start = reinterpret_cast<uintptr_t>(buf.data());
     user_mrs_.push_back(UserMr{start, start + buf.size(), mr});
@@ -196,121 +131,180 @@ class RdmaHostQueue final : public HostQueue {
       if (sends_outstanding_ >= sq_depth_) return p::status::command_interrupted;
     }
     const std::size_t len = cmd.data.size();
-    const bool has_data = cmd.direction != DataDirection::none && len != 0;
+    const bool has_data = moves_data(cmd);
     if (has_data && len > max_transfer()) return p::status::data_sgl_length_invalid;
-    const uint16_t cid = free_cids_.back();
+    const uint16_t cid = prepare_slot(cmd);
     HostSlot& s = slots_[cid];
-    s = HostSlot{};
-    cmd.sqe.hdr.cid.set(cid);
-    cmd.sqe.hdr.set_psdt(p::Psdt::sgl_mptr_contiguous);
     uint8_t* capsule = region_ + std::size_t{cid} * capsule_size_;
     uint32_t send_len = kSqeSize;
-    if (has_data && cmd.direction == DataDirection::host_to_controller && len <= in_capsule_limit_) {
+    if (fits_in_capsule(cmd)) {
       cmd.sqe.hdr.dptr = p::make_in_capsule_sgl(0, static_cast<uint32_t>(len));
       std::memcpy(capsule + kSqeSize, cmd.data.data(), len);
       send_len += static_cast<uint32_t>(len);
     } else if (has_data) {
       uint32_t rkey = 0;
-      const auto start = reinterpret_cast<uintptr_t>(cmd.data.data());
-      for (const UserMr& m : user_mrs_) {
-        if (start >= m.start && len <= m.end - start) {
-          rkey = m.mr->rkey;
-          break;
-        }
-      }
-      if (rkey == 0) {
-        s.own_mr = ibv_reg_mr(pd_, cmd.data.data(), len,
-                              IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);
-        if (s.own_mr == nullptr) {
-          if (spdlog::should_log(spdlog::level::warn)) {
-            spdlog::warn("nvme-rdma {}: cannot register a {}-byte buffer: {}", to_uri(opts_.address), len,
-                         std::strerror(errno));
-          }
-          return p::status::internal_error;
-        }
-        rkey = s.own_mr->rkey;
-      }
-      cmd.sqe.hdr.dptr = p::make_keyed_sgl(start, static_cast<uint32_t>(len), rkey, false);
+      if (!data_rkey(cmd, s, rkey)) return p::status::internal_error;
+      cmd.sqe.hdr.dptr = p::make_keyed_sgl(reinterpret_cast<uintptr_t>(cmd.data.data()), static_cast<uint32_t>(len),
+                                           rkey, false);
     } else {
       cmd.sqe.hdr.dptr = p::make_keyed_sgl(0, 0, 0, false);  // no data: a null keyed descriptor
     }
     std::memcpy(capsule, &cmd.sqe, kSqeSize);
-    ibv_sge sge{reinterpret_cast<uintptr_t>(capsule), send_len, region_mr_->lkey};
-    ibv_send_wr wr{};
-    wr.wr_id = cid;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = IBV_WR_SEND;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    ibv_send_wr* bad = nullptr;
-    if (int rc = ibv_post_send(id_->qp, &wr, &bad); rc != 0) {
+    if (int rc = post_send(cid, capsule, send_len); rc != 0) {
       if (s.own_mr != nullptr) ibv_dereg_mr(s.own_mr);
       s.own_mr = nullptr;
       fail(rc, "ibv_post_send");
       return p::status::transient_transport_error;
     }
-    free_cids_.pop_back();
-    s.cmd = &cmd;
-    s.active = true;
+    activate(cid, cmd);
     ++sends_outstanding_;
-    ++outstanding_;
     return p::status::success;
   }
 
-  int poll(unsigned min_completions, std::chrono::milliseconds timeout) noexcept override {
-    if (error_ != 0) return -error_;
-    if (!connected_) return -ENOTCONN;
-    const auto deadline = Clock::now() + timeout;
-    completed_ = 0;
-    for (;;) {
-      const int n = reap();
-      check_cm_events();
-      if (error_ != 0) return -error_;
-      if (min_completions == 0 || completed_ >= min_completions) break;
-      if (n > 0) continue;
-      if (Clock::now() >= deadline) break;
-      if (!notify_armed_) {
-        if (ibv_req_notify_cq(cq_, 0) != 0) {
-          fail(EIO, "ibv_req_notify_cq");
-          return -error_;
-        }
-        notify_armed_ = true;
-        continue;  // poll once more: a completion that came before the arm raises no event
-      }
-      pollfd pfds[3] = {{cc_->fd, POLLIN, 0}, {ch_->fd, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
-      int rc = ::poll(pfds, wake_fd_ >= 0 ? 3 : 2, remaining_ms(deadline));
-      if (rc < 0 && errno != EINTR) {
-        fail(errno, "poll");
-        return -error_;
-      }
-      if (rc > 0 && (pfds[2].revents & POLLIN) != 0) break;  // the owner has other work
-      if (rc > 0 && (pfds[0].revents & POLLIN) != 0) {
-        ibv_cq* ev_cq = nullptr;
-        void* ev_ctx = nullptr;
-        unsigned events = 0;
-        while (ibv_get_cq_event(cc_, &ev_cq, &ev_ctx) == 0) ++events;
-        if (events != 0) ibv_ack_cq_events(cq_, events);
-        notify_armed_ = false;
-      }
-    }
-    return static_cast<int>(completed_);
-  }
-
-  unsigned outstanding() const noexcept override { return outstanding_; }
   uint16_t entries() const noexcept override { return usable_entries_ != 0 ? usable_entries_ : opts_.entries; }
   uint32_t max_transfer() const noexcept override {
     return std::min<uint32_t>(max_msg_ == 0 ? p::kSglKeyedMaxLength : max_msg_, p::kSglKeyedMaxLength);
   }
   void set_in_capsule_limit(uint32_t bytes) noexcept override { in_capsule_limit_ = std::min(bytes, kHostMaxInCapsule); }
-  const TransportAddress& address() const noexcept override { return opts_.address; }
 
   void close() noexcept override {
     if (closed_) return;
     closed_ = true;
-    fail_all();
+    fail_outstanding(p::status::transient_transport_error);
     if (id_ != nullptr && connected_) rdma_disconnect(id_);
     connected_ = false;
-    if (id_ != nullptr && id_->qp != nullptr) rdma_destroy_qp(id_);
+    if (borrowed_) {
+      std::free(region_);
+      region_ = nullptr;
+      return;
+    }
+    destroy_verbs();
+  }
+
+ private:
+  // ---- connect steps ------------------------------------------------------------------------------
+
+  Result<void> fail_connect(const std::string& what, int e) const {
+    return make_error("rdma connect to " + to_uri(opts_.address) + ": " + what +
+                          (e != 0 ? std::string(": ") + std::strerror(e) : ""),
+                      e != 0 ? e : EIO);
+  }
+
+  // The CM event channel and id, the address and the route to the controller.
+  Result<void> resolve_route(Clock::time_point deadline) {
+    auto dst = resolve_address(opts_.address, false);
+    if (!dst) return tl::unexpected(dst.error());
+    ch_ = rdma_create_event_channel();
+    if (ch_ == nullptr) return fail_connect("rdma_create_event_channel (no RDMA support here?)", errno);
+    if (set_nonblocking(ch_->fd) != 0) return fail_connect("fcntl", errno);
+    if (rdma_create_id(ch_, &id_, this, RDMA_PS_TCP) != 0) return fail_connect("rdma_create_id", errno);
+    const int tmo = std::max(remaining_ms(deadline), 1);
+    if (rdma_resolve_addr(id_, nullptr, reinterpret_cast<sockaddr*>(&dst->storage), tmo) != 0) {
+      return fail_connect("rdma_resolve_addr", errno);
+    }
+    if (auto r = expect_event(RDMA_CM_EVENT_ADDR_RESOLVED, deadline); !r) return r;
+    if (rdma_resolve_route(id_, std::max(remaining_ms(deadline), 1)) != 0) {
+      return fail_connect("rdma_resolve_route", errno);
+    }
+    return expect_event(RDMA_CM_EVENT_ROUTE_RESOLVED, deadline);
+  }
+
+  // PD, completion channel, one CQ for sends and receives, the RC QP.
+  Result<void> create_verbs(const ibv_device_attr& attr) {
+    pd_ = ibv_alloc_pd(id_->verbs);
+    if (pd_ == nullptr) return fail_connect("ibv_alloc_pd", errno);
+    cc_ = ibv_create_comp_channel(id_->verbs);
+    if (cc_ == nullptr) return fail_connect("ibv_create_comp_channel", errno);
+    if (set_nonblocking(cc_->fd) != 0) return fail_connect("fcntl", errno);
+    const int cqe = static_cast<int>(std::min<uint32_t>(uint32_t{entries_} + sq_depth_, static_cast<uint32_t>(attr.max_cqe)));
+    cq_ = ibv_create_cq(id_->verbs, cqe, nullptr, cc_, 0);
+    if (cq_ == nullptr) return fail_connect("ibv_create_cq", errno);
+    ibv_qp_init_attr qa{};
+    qa.send_cq = cq_;
+    qa.recv_cq = cq_;
+    qa.qp_type = IBV_QPT_RC;
+    qa.cap.max_send_wr = sq_depth_;
+    qa.cap.max_recv_wr = entries_;
+    qa.cap.max_send_sge = 1;
+    qa.cap.max_recv_sge = 1;
+    if (rdma_create_qp(id_, pd_, &qa) != 0) return fail_connect("rdma_create_qp", errno);
+    qp_ = id_->qp;
+    return {};
+  }
+
+  // One registered region: a capsule buffer per entry, then a CQE buffer per entry, each CQE's RECV posted.
+  Result<void> setup_capsules(ibv_mr* region_mr) {
+    capsule_size_ = kSqeSize + kHostMaxInCapsule;
+    region_bytes_ = (std::size_t{entries_} * capsule_size_ + std::size_t{entries_} * kCqeSize + 4095) / 4096 * 4096;
+    region_ = static_cast<uint8_t*>(std::aligned_alloc(4096, region_bytes_));
+    if (region_ == nullptr) return fail_connect("out of memory", ENOMEM);
+    std::memset(region_, 0, region_bytes_);
+    region_mr_ = region_mr != nullptr ? region_mr : ibv_reg_mr(pd_, region_, region_bytes_, kLocalWriteAccess);
+    if (region_mr_ == nullptr) return fail_connect("ibv_reg_mr", errno);
+    init_slots(entries_, entries_);
+    for (uint16_t i = 0; i < entries_; ++i) {
+      if (post_recv(i) != 0) return fail_connect("ibv_post_recv", errno);
+    }
+    return {};
+  }
+
+  // rdma_connect with the binding's private data, then the accept (CRQSIZE may shrink the queue) or why not.
+  Result<void> exchange_connect(const ibv_device_attr& attr, Clock::time_point deadline) {
+    const auto req = cm::make_request(opts_.qid, entries_);
+    rdma_conn_param param{};
+    param.private_data = &req;
+    param.private_data_len = sizeof(req);
+    param.responder_resources = static_cast<uint8_t>(std::clamp(attr.max_qp_rd_atom, 0, 255));
+    param.initiator_depth = 0;
+    param.flow_control = 1;
+    param.retry_count = 7;
+    param.rnr_retry_count = 7;
+    if (rdma_connect(id_, &param) != 0) return fail_connect("rdma_connect", errno);
+    rdma_cm_event* ev = next_cm_event(ch_, deadline);
+    if (ev == nullptr) return fail_connect("waiting for the accept", errno);
+    const rdma_cm_event_type type = ev->event;
+    const int status = ev->status;
+    if (type == RDMA_CM_EVENT_ESTABLISHED) {
+      auto crq = cm::decode_accept(ev->param.conn.private_data, ev->param.conn.private_data_len);
+      rdma_ack_cm_event(ev);
+      if (!crq) return fail_connect(std::string("bad accept private data: ") + crq.error().what, EPROTO);
+      if (*crq < entries_) usable_entries_ = *crq;  // the controller provides fewer SQ entries
+      return {};
+    }
+    if (type == RDMA_CM_EVENT_REJECTED) {
+      auto st = cm::decode_reject(ev->param.conn.private_data, ev->param.conn.private_data_len);
+      rdma_ack_cm_event(ev);
+      if (st) return fail_connect(std::string("rejected: ") + cm::reject_status_name(*st), ECONNREFUSED);
+      return fail_connect("rejected (status " + std::to_string(status) + ")", ECONNREFUSED);
+    }
+    rdma_ack_cm_event(ev);
+    return fail_connect(std::string(rdma_event_str(type)) + " (status " + std::to_string(status) + ")", ECONNREFUSED);
+  }
+
+  void mark_connected() noexcept {
+    // CIDs beyond what the controller accepts are never handed out.
+    init_slots(entries_, usable_entries_);
+    connected_ = true;
+    in_capsule_limit_ = std::min(opts_.in_capsule_limit, kHostMaxInCapsule);
+  }
+
+  Result<void> expect_event(rdma_cm_event_type want, Clock::time_point deadline) {
+    rdma_cm_event* ev = next_cm_event(ch_, deadline);
+    if (ev == nullptr) return fail_connect(std::string("waiting for ") + rdma_event_str(want), errno);
+    const rdma_cm_event_type got = ev->event;
+    const int status = ev->status;
+    rdma_ack_cm_event(ev);
+    if (got != want) {
+      return make_error("rdma connect to " + to_uri(opts_.address) + ": " + rdma_event_str(got) + " (status " +
+                            std::to_string(status) + ")",
+                        status < 0 ? -status : EHOSTUNREACH);
+    }
+    return {};
+  }
+
+  void destroy_verbs() noexcept {
+    if (qp_ != nullptr) rdma_destroy_qp(id_);
+    qp_ = nullptr;
     for (UserMr& m : user_mrs_) ibv_dereg_mr(m.mr);
     user_mrs_.clear();
     if (region_mr_ != nullptr) ibv_dereg_mr(region_mr_);
@@ -318,11 +312,7 @@ class RdmaHostQueue final : public HostQueue {
     std::free(region_);
     region_ = nullptr;
     if (cq_ != nullptr) {
-      ibv_cq* ev_cq = nullptr;
-      void* ev_ctx = nullptr;
-      unsigned events = 0;
-      while (cc_ != nullptr && ibv_get_cq_event(cc_, &ev_cq, &ev_ctx) == 0) ++events;
-      if (events != 0) ibv_ack_cq_events(cq_, events);
+      ack_cq_events();
       ibv_destroy_cq(cq_);
     }
     cq_ = nullptr;
@@ -336,33 +326,57 @@ class RdmaHostQueue final : public HostQueue {
     ch_ = nullptr;
   }
 
- private:
+  // ---- data path ----------------------------------------------------------------------------------
+
+  // The rkey the target moves the command's data with: a registered region's, else an MR for this command.
+  // False when the buffer cannot be registered.
+  bool data_rkey(HostCommand& cmd, HostSlot& s, uint32_t& rkey) noexcept {
+    const auto start = reinterpret_cast<uintptr_t>(cmd.data.data());
+    const std::size_t len = cmd.data.size();
+    rkey = 0;
+    for (const UserMr& m : user_mrs_) {
+      if (start >= m.start && len <= m.end - start) {
+        rkey = m.mr->rkey;
+        break;
+      }
+    }
+    if (rkey != 0) return true;
+    s.own_mr = ibv_reg_mr(pd_, cmd.data.data(), len, kDataAccess);
+    if (s.own_mr == nullptr) {
+      if (spdlog::should_log(spdlog::level::warn)) {
+        spdlog::warn("nvme-rdma {}: cannot register a {}-byte buffer: {}", to_uri(opts_.address), len,
+                     std::strerror(errno));
+      }
+      return false;
+    }
+    rkey = s.own_mr->rkey;
+    return true;
+  }
+
+  int post_send(uint16_t cid, uint8_t* capsule, uint32_t len) noexcept {
+    ibv_sge sge{reinterpret_cast<uintptr_t>(capsule), len, region_mr_->lkey};
+    ibv_send_wr wr{};
+    wr.wr_id = cid;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.opcode = IBV_WR_SEND;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    ibv_send_wr* bad = nullptr;
+    return ibv_post_send(qp_, &wr, &bad);
+  }
+
+  uint8_t* cqe_buffer(uint16_t index) const noexcept {
+    return region_ + std::size_t{entries_} * capsule_size_ + std::size_t{index} * kCqeSize;
+  }
+
   int post_recv(uint16_t index) noexcept {
-    uint8_t* buf = region_ + std::size_t{entries_} * capsule_size_ + std::size_t{index} * kCqeSize;
-    ibv_sge sge{reinterpret_cast<uintptr_t>(buf), kCqeSize, region_mr_->lkey};
+    ibv_sge sge{reinterpret_cast<uintptr_t>(cqe_buffer(index)), kCqeSize, region_mr_->lkey};
     ibv_recv_wr wr{};
     wr.wr_id = kRecvTag | index;
     wr.sg_list = &sge;
     wr.num_sge = 1;
     ibv_recv_wr* bad = nullptr;
-    return ibv_post_recv(id_->qp, &wr, &bad);
-  }
-
-  Result<void> expect_event(rdma_cm_event_type want, Clock::time_point deadline, const std::string& where) {
-    rdma_cm_event* ev = next_cm_event(ch_, deadline);
-    if (ev == nullptr) {
-      int e = errno;
-      return make_error("rdma connect to " + where + ": waiting for " + rdma_event_str(want) + ": " + std::strerror(e), e);
-    }
-    const rdma_cm_event_type got = ev->event;
-    const int status = ev->status;
-    rdma_ack_cm_event(ev);
-    if (got != want) {
-      return make_error("rdma connect to " + where + ": " + rdma_event_str(got) + " (status " + std::to_string(status) +
-                            ")",
-                        status < 0 ? -status : EHOSTUNREACH);
-    }
-    return {};
+    return ibv_post_recv(qp_, &wr, &bad);
   }
 
   int reap() noexcept {
@@ -396,8 +410,7 @@ class RdmaHostQueue final : public HostQueue {
       fail(EPROTO, "CQE shorter than 16 bytes");
       return;
     }
-    const uint8_t* buf = region_ + std::size_t{entries_} * capsule_size_ + std::size_t{index} * kCqeSize;
-    const auto cqe = p::load<p::Cqe>(buf);
+    const auto cqe = p::load<p::Cqe>(cqe_buffer(index));
     if (post_recv(index) != 0) {
       fail(EIO, "ibv_post_recv");
       return;
@@ -407,18 +420,7 @@ class RdmaHostQueue final : public HostQueue {
       fail(EPROTO, "CQE for a command that is not outstanding");
       return;
     }
-    finish(cid, cqe);
-  }
-
-  void finish(uint16_t cid, const p::Cqe& cqe) noexcept {
-    HostSlot& s = slots_[cid];
-    HostCommand* cmd = s.cmd;
-    if (s.own_mr != nullptr) ibv_dereg_mr(s.own_mr);
-    s = HostSlot{};
-    free_cids_.push_back(cid);
-    --outstanding_;
-    ++completed_;
-    if (cmd != nullptr && cmd->on_complete != nullptr) cmd->on_complete(*cmd, cqe);
+    complete(cid, cqe);
   }
 
   void check_cm_events() noexcept {
@@ -433,53 +435,93 @@ class RdmaHostQueue final : public HostQueue {
     }
   }
 
+  void ack_cq_events() noexcept {
+    ibv_cq* ev_cq = nullptr;
+    void* ev_ctx = nullptr;
+    unsigned events = 0;
+    while (cc_ != nullptr && ibv_get_cq_event(cc_, &ev_cq, &ev_ctx) == 0) ++events;
+    if (events != 0) ibv_ack_cq_events(cq_, events);
+  }
+
   void fail(int err, const char* what, const ibv_wc* wc = nullptr) noexcept {
-    if (error_ != 0) return;
-    error_ = err;
+    if (!set_error(err)) return;
     if (wc != nullptr && wc->status != IBV_WC_WR_FLUSH_ERR) {
       spdlog::warn("nvme-rdma {}: {} completion failed: {}", to_uri(opts_.address), what, ibv_wc_status_str(wc->status));
     } else {
       spdlog::debug("nvme-rdma {}: queue failed: {}", to_uri(opts_.address), what);
     }
     if (id_ != nullptr && connected_) rdma_disconnect(id_);
-    fail_all();
+    fail_outstanding(p::status::transient_transport_error);
   }
 
-  void fail_all() noexcept {
-    p::Cqe cqe{};
-    cqe.set_status(p::status::transient_transport_error);
-    for (std::size_t i = 0; i < slots_.size(); ++i) {
-      if (!slots_[i].active) continue;
-      cqe.cid.set(static_cast<uint16_t>(i));
-      finish(static_cast<uint16_t>(i), cqe);
+  // ---- HostQueueBase hooks ------------------------------------------------------------------------
+
+  static constexpr bool kDriveWhileProgress = false;  // reap() drains the CQ
+  bool io_open() const noexcept { return connected_; }
+
+  bool drive() noexcept {
+    const int n = reap();
+    check_cm_events();
+    return n > 0;
+  }
+
+  // Arm the CQ first (then poll once more: a completion that came before the arm raises no event), else
+  // sleep on the completion channel, the CM channel and the wake fd.
+  int wait(Clock::time_point deadline) noexcept {
+    if (!notify_armed_) {
+      if (ibv_req_notify_cq(cq_, 0) != 0) {
+        fail(EIO, "ibv_req_notify_cq");
+        return -1;
+      }
+      notify_armed_ = true;
+      return 1;
     }
+    pollfd pfds[3] = {{cc_->fd, POLLIN, 0}, {ch_ != nullptr ? ch_->fd : -1, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    int rc = ::poll(pfds, wake_fd_ >= 0 ? 3 : 2, remaining_ms(deadline));
+    if (rc < 0 && errno != EINTR) {
+      fail(errno, "poll");
+      return -1;
+    }
+    if (rc > 0 && (pfds[2].revents & POLLIN) != 0) return 0;  // the owner has other work
+    if (rc > 0 && (pfds[0].revents & POLLIN) != 0) {
+      ack_cq_events();
+      notify_armed_ = false;
+    }
+    return 1;
   }
 
-  HostQueueOptions opts_;
+  p::Cqe failure_cqe(uint16_t cid, p::Status st) const noexcept {
+    p::Cqe cqe{};
+    cqe.set_status(st);
+    cqe.cid.set(cid);
+    return cqe;
+  }
+
+  void release_slot(uint16_t /*cid*/, HostSlot& s) noexcept {
+    if (s.own_mr != nullptr) ibv_dereg_mr(s.own_mr);
+    s.own_mr = nullptr;
+  }
+
   rdma_event_channel* ch_ = nullptr;
   rdma_cm_id* id_ = nullptr;
   ibv_pd* pd_ = nullptr;
   ibv_comp_channel* cc_ = nullptr;
   ibv_cq* cq_ = nullptr;
+  ibv_qp* qp_ = nullptr;
   uint8_t* region_ = nullptr;
   std::size_t region_bytes_ = 0;
   ibv_mr* region_mr_ = nullptr;
   std::vector<UserMr> user_mrs_;
-  std::vector<HostSlot> slots_;
-  std::vector<uint16_t> free_cids_;
   uint32_t capsule_size_ = 0;
   uint32_t sq_depth_ = 0;
   uint32_t max_msg_ = 0;
-  uint32_t in_capsule_limit_ = 0;
   uint16_t entries_ = 0;
   uint16_t usable_entries_ = 0;
   unsigned sends_outstanding_ = 0;
-  unsigned outstanding_ = 0;
-  unsigned completed_ = 0;
-  int error_ = 0;
   bool connected_ = false;
   bool notify_armed_ = false;
   bool closed_ = false;
+  bool borrowed_ = false;  // adopt(): the verbs objects are someone else's
 };
 
 }  // namespace
@@ -494,6 +536,12 @@ Result<void> register_host_buffer(HostQueue& queue, std::span<uint8_t> buffer) {
   auto* q = dynamic_cast<RdmaHostQueue*>(&queue);
   if (q == nullptr) return make_error("not an RDMA queue", EINVAL);
   return q->register_buffer(buffer);
+}
+
+Result<std::unique_ptr<HostQueue>> adopt_rdma_host_queue(const HostQueueOptions& opts, const RdmaHostVerbs& verbs) {
+  auto q = std::make_unique<RdmaHostQueue>(opts);
+  if (auto r = q->adopt(verbs); !r) return tl::unexpected(r.error());
+  return std::unique_ptr<HostQueue>(std::move(q));
 }
 
 unsigned live_rdma_host_queues() noexcept { return g_live_host_queues.load(); }
