@@ -459,15 +459,20 @@ class RdmaHostQueue final : public HostQueueBase<RdmaHostQueue, HostSlot> {
   static constexpr bool kDriveWhileProgress = false;  // reap() drains the CQ
   bool io_open() const noexcept { return connected_; }
 
+  // The CM channel (a disconnect) is read by wait(), before each sleep, and by every 64th idle round here:
+  // a busy-polling queue spins on the CQ without a syscall per round, and poll(0) callers, which never
+  // wait, still see a disconnect.
   bool drive() noexcept {
     const int n = reap();
-    check_cm_events();
+    if (n == 0 && (++idle_rounds_ & 63u) == 0) check_cm_events();
     return n > 0;
   }
 
   // Arm the CQ first (then poll once more: a completion that came before the arm raises no event), else
   // sleep on the completion channel, the CM channel and the wake fd.
   int wait(Clock::time_point deadline) noexcept {
+    check_cm_events();
+    if (error_ != 0) return -1;
     if (!notify_armed_) {
       if (ibv_req_notify_cq(cq_, 0) != 0) {
         fail(EIO, "ibv_req_notify_cq");
@@ -518,6 +523,7 @@ class RdmaHostQueue final : public HostQueueBase<RdmaHostQueue, HostSlot> {
   uint16_t entries_ = 0;
   uint16_t usable_entries_ = 0;
   unsigned sends_outstanding_ = 0;
+  unsigned idle_rounds_ = 0;  // drive() rounds that reaped nothing (every 64th reads the CM channel)
   bool connected_ = false;
   bool notify_armed_ = false;
   bool closed_ = false;
