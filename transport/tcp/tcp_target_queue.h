@@ -32,6 +32,7 @@
 
 #include "protocol/tcp_pdu.h"
 #include "transport/buffer_pool.h"
+#include "transport/slot_fifo.h"
 #include "transport/target_queue_base.h"
 #include "transport/tcp/pdu_receiver.h"
 #include "transport/tcp/tcp_io.h"
@@ -77,7 +78,7 @@ struct TcpSlot : RequestSlot {
   Tx tx = Tx::none;          // what it has to send (it is on the send queue)
   bool cid_active = false;   // holds its CID in the in-flight bitmap
   bool in_txq = false;
-  uint16_t tx_next = kNone;
+  uint16_t tx_next = kNone;  // send FIFO link
   uint32_t r2t_sent = 0;        // end of the last R2T window sent: [0, r2t_sent) has been asked for
   uint32_t data_received = 0;   // H2CData bytes received
   uint32_t tx_offset = 0;       // C2H data bytes serialized so far
@@ -183,8 +184,7 @@ class TcpTargetQueue final : public TargetQueueBase<TcpTargetQueue, TcpSlot>, pr
   // Send.
   TxBatch tx_;
   bool send_inflight_ = false;
-  uint16_t txq_head_ = kNone;
-  uint16_t txq_tail_ = kNone;
+  SlotFifo<&TcpSlot::tx_next> txq_;  // slots with a PDU to send (in_txq)
   std::array<uint16_t, TxBatch::kMaxIov> tx_done_{};  // slots whose CapsuleResp is in the batch
   unsigned tx_done_count_ = 0;
   bool icresp_pending_ = false;
