@@ -1,7 +1,8 @@
 // NVMe/TCP, controller side: the per-connection state machine (the TargetQueue the core sees), without a
 // socket. Split as RDMA is (rdma_queue.h): everything the binding decides (PDU sequencing, in-capsule data,
 // R2T windows, C2HData + CapsuleResp serialization, send batching, teardown order) sits here and is driven
-// through TcpQueueIo, which is io_uring on the reactor in tcp_target.cpp and a fake in the unit tests.
+// through TcpQueueIo, which is io_uring on the reactor in tcp_queue_io.h (plain, or TLS below the queue)
+// and a fake in the unit tests.
 //
 // Data path (no allocation, no locks): the request lifecycle of TargetQueueBase (slots = 2 x queue depth, as
 // nvmet-tcp: a slot whose CapsuleResp is on the wire but not yet reported sent must not block the host's next
@@ -53,8 +54,9 @@ struct TcpTargetOptions {
   TcpTlsServerOptions tls;                 // TLS 1.3 before ICReq (tcp_tls.h); policy none: plain only
 };
 
-// The socket as the queue sees it. At most one recv and one send are in flight; their results come back
-// through TcpTargetQueue::on_recv_done / on_send_done, on the queue's thread, never from inside the call.
+// The socket as the queue sees it (plaintext: TLS, when there is any, is below it). At most one recv and
+// one send are in flight; their results come back through TcpTargetQueue::on_recv_done / on_send_done, on
+// the queue's thread, never from inside the call.
 class TcpQueueIo {
  public:
   virtual void recv(const iovec* iov, unsigned n) noexcept = 0;
