@@ -110,14 +110,10 @@ const char* fes_name(Fes fes) noexcept {
 
 // ---- validation -------------------------------------------------------------------------------------
 
-PduDecoded<PduHeaderInfo> validate_common_header(const uint8_t* buf, std::size_t len, const TcpSession& s,
-                                                 Receiver receiver) noexcept {
-  if (buf == nullptr || len < kCommonHeaderLen) {
-    return pdu_reject(static_cast<uint32_t>(len), Fes::invalid_header_field, "PDU shorter than its common header");
-  }
-  const auto ch = load<CommonHeader>(buf);
+namespace {
 
-  // Type, direction, connection state.
+// Type, direction, connection state.
+PduDecoded<const TypeRule*> check_type(const CommonHeader& ch, const TcpSession& s, Receiver receiver) noexcept {
   const TypeRule* rule = rule_for(ch.pdu_type);
   if (rule == nullptr) return pdu_reject(kOffType, Fes::invalid_header_field, "unknown PDU type");
   if (rule->receiver != receiver) {
@@ -129,48 +125,48 @@ PduDecoded<PduHeaderInfo> validate_common_header(const uint8_t* buf, std::size_t
   if (s.established && rule->ic) {
     return pdu_reject(kOffType, Fes::pdu_sequence_error, "ICReq/ICResp after connection initialization");
   }
+  return rule;
+}
 
-  // Header length.
-  if (ch.hlen != rule->hlen) return pdu_reject(kOffHlen, Fes::invalid_header_field, "hlen wrong for PDU type");
-
-  // Flags.
+// Flags: those the type allows, the digest flags as negotiated. Sets the digest lengths in `info`.
+PduDecoded<void> check_flags(const CommonHeader& ch, const TypeRule& rule, const TcpSession& s,
+                             PduHeaderInfo& info) noexcept {
   const uint8_t flags = ch.flags;
-  if ((flags & ~rule->allowed_flags) != 0) {
+  if ((flags & ~rule.allowed_flags) != 0) {
     return pdu_reject(kOffFlags, Fes::invalid_header_field, "flag not valid for this PDU type");
   }
-  uint32_t hd = 0;
-  uint32_t dd = 0;
-  if (rule->digests) {
+  if (rule.digests) {
     const bool h = (flags & kFlagHdgst) != 0;
     if (h != s.hdgst) {
       return pdu_reject(kOffFlags, Fes::invalid_header_field,
                         h ? "HDGSTF set but header digest not negotiated" : "HDGSTF clear but header digest negotiated");
     }
-    hd = s.hdgst_len();
     const bool d = (flags & kFlagDdgst) != 0;
     const bool data_present =
-        rule->data == DataRule::required || (rule->data == DataRule::optional && ch.pdo != 0);
+        rule.data == DataRule::required || (rule.data == DataRule::optional && ch.pdo != 0);
     if (d && !s.ddgst) return pdu_reject(kOffFlags, Fes::invalid_header_field, "DDGSTF set but data digest not negotiated");
     if (d && !data_present) return pdu_reject(kOffFlags, Fes::invalid_header_field, "DDGSTF set on a PDU without data");
     if (!d && s.ddgst && data_present) {
       return pdu_reject(kOffFlags, Fes::invalid_header_field, "DDGSTF clear but data digest negotiated");
     }
-    dd = d ? kDigestLen : 0;
+    info.hdgst_len = static_cast<uint8_t>(s.hdgst_len());
+    info.ddgst_len = static_cast<uint8_t>(d ? kDigestLen : 0);
   }
   if ((flags & kFlagSuccess) != 0 && (flags & kFlagLastPdu) == 0) {
     return pdu_reject(kOffFlags, Fes::invalid_header_field, "SUCCESS without LAST_PDU");
   }
+  return {};
+}
 
-  // PDU data offset and length. 64-bit: pdo + digest + data can never wrap.
+// PDU data offset and length (64-bit: pdo + digest + data can never wrap). Sets data_offset / data_len.
+PduDecoded<void> check_layout(const CommonHeader& ch, DataRule data, const TcpSession& s, Receiver receiver,
+                              PduHeaderInfo& info) noexcept {
   const uint64_t plen = ch.plen.get();
-  const uint32_t header_len = uint32_t{ch.hlen} + hd;
-  uint32_t data_offset = 0;
-  uint32_t data_len = 0;
-  switch (rule->data) {
+  switch (data) {
     case DataRule::none:
       if (ch.pdo != 0) return pdu_reject(kOffPdo, Fes::invalid_header_field, "pdo not 0 on a PDU without data");
-      if (plen != header_len) return pdu_reject(kOffPlen, Fes::invalid_header_field, "plen not hlen + header digest");
-      break;
+      if (plen != info.header_len) return pdu_reject(kOffPlen, Fes::invalid_header_field, "plen not hlen + header digest");
+      return {};
     case DataRule::term:
       if (ch.pdo != 0 && ch.pdo != ch.hlen) {
         return pdu_reject(kOffPdo, Fes::invalid_header_field, "TermReq pdo neither 0 nor hlen");
@@ -178,41 +174,50 @@ PduDecoded<PduHeaderInfo> validate_common_header(const uint8_t* buf, std::size_t
       if (plen < ch.hlen || plen > kTermReqMaxPlen) {
         return pdu_reject(kOffPlen, Fes::invalid_header_field, "TermReq plen outside 24..152");
       }
-      data_len = static_cast<uint32_t>(plen - ch.hlen);
-      data_offset = data_len != 0 ? ch.hlen : 0;
-      break;
+      info.data_len = static_cast<uint32_t>(plen - ch.hlen);
+      info.data_offset = info.data_len != 0 ? ch.hlen : 0;
+      return {};
     case DataRule::optional:
       if (ch.pdo == 0) {
-        if (plen != header_len) {
-          return pdu_reject(kOffPlen, Fes::invalid_header_field, "plen not hlen + header digest with pdo 0");
-        }
-        break;
+        if (plen == info.header_len) return {};
+        return pdu_reject(kOffPlen, Fes::invalid_header_field, "plen not hlen + header digest with pdo 0");
       }
       [[fallthrough]];
-    case DataRule::required: {
+    case DataRule::required:
       if (ch.pdo != data_pdo(ch.hlen, s, receiver)) {
         return pdu_reject(kOffPdo, Fes::invalid_header_field, "pdo not hlen + header digest aligned to the PDA");
       }
-      if (plen <= uint64_t{ch.pdo} + dd) {
+      if (plen <= uint64_t{ch.pdo} + info.ddgst_len) {
         return pdu_reject(kOffPlen, Fes::invalid_header_field, "plen leaves no room for data");
       }
-      data_offset = ch.pdo;
-      data_len = static_cast<uint32_t>(plen - ch.pdo - dd);
-      break;
-    }
+      info.data_offset = ch.pdo;
+      info.data_len = static_cast<uint32_t>(plen - ch.pdo - info.ddgst_len);
+      return {};
   }
+  return {};
+}
+
+}  // namespace
+
+PduDecoded<PduHeaderInfo> validate_common_header(const uint8_t* buf, std::size_t len, const TcpSession& s,
+                                                 Receiver receiver) noexcept {
+  if (buf == nullptr || len < kCommonHeaderLen) {
+    return pdu_reject(static_cast<uint32_t>(len), Fes::invalid_header_field, "PDU shorter than its common header");
+  }
+  const auto ch = load<CommonHeader>(buf);
+  const auto rule = check_type(ch, s, receiver);
+  if (!rule) return tl::unexpected(rule.error());
+  if (ch.hlen != (*rule)->hlen) return pdu_reject(kOffHlen, Fes::invalid_header_field, "hlen wrong for PDU type");
 
   PduHeaderInfo info{};
   info.type = static_cast<PduType>(ch.pdu_type);
-  info.flags = flags;
+  info.flags = ch.flags;
   info.hlen = ch.hlen;
   info.pdo = ch.pdo;
-  info.plen = static_cast<uint32_t>(plen);
-  info.hdgst_len = static_cast<uint8_t>(hd);
-  info.ddgst_len = static_cast<uint8_t>(dd);
-  info.header_len = header_len;
-  info.data_offset = data_offset;
-  info.data_len = data_len;
+  info.plen = static_cast<uint32_t>(ch.plen.get());
+  if (auto ok = check_flags(ch, **rule, s, info); !ok) return tl::unexpected(ok.error());
+  info.header_len = uint32_t{ch.hlen} + info.hdgst_len;
+  if (auto ok = check_layout(ch, (*rule)->data, s, receiver, info); !ok) return tl::unexpected(ok.error());
   return info;
 }
 

@@ -84,16 +84,7 @@ void BufferPool::release(Buffer b) noexcept {
     return;
   }
   // Hand it straight to the oldest waiter it is big enough for.
-  BufferWaiter* prev = nullptr;
-  for (BufferWaiter* w = wait_head_; w != nullptr; prev = w, w = w->next) {
-    if (w->bytes > b.size) continue;
-    if (prev == nullptr) {
-      wait_head_ = w->next;
-    } else {
-      prev->next = w->next;
-    }
-    if (wait_tail_ == w) wait_tail_ = prev;
-    w->next = nullptr;
+  if (BufferWaiter* w = waiters_.take_first([&b](const BufferWaiter& x) noexcept { return x.bytes <= b.size; })) {
     w->waiting = false;
     --waiter_count_;
     w->fn(w, b);  // may release or acquire again: the list is consistent already
@@ -109,31 +100,14 @@ void BufferPool::release(Buffer b) noexcept {
 
 void BufferPool::wait(BufferWaiter& w) noexcept {
   if (w.waiting) return;
-  w.next = nullptr;
   w.waiting = true;
-  if (wait_tail_ == nullptr) {
-    wait_head_ = wait_tail_ = &w;
-  } else {
-    wait_tail_->next = &w;
-    wait_tail_ = &w;
-  }
+  waiters_.push_back(w);
   ++waiter_count_;
 }
 
 void BufferPool::cancel_wait(BufferWaiter& w) noexcept {
   if (!w.waiting) return;
-  BufferWaiter* prev = nullptr;
-  for (BufferWaiter* x = wait_head_; x != nullptr; prev = x, x = x->next) {
-    if (x != &w) continue;
-    if (prev == nullptr) {
-      wait_head_ = x->next;
-    } else {
-      prev->next = x->next;
-    }
-    if (wait_tail_ == x) wait_tail_ = prev;
-    --waiter_count_;
-    break;
-  }
+  if (waiters_.remove(w)) --waiter_count_;
   w.next = nullptr;
   w.waiting = false;
 }

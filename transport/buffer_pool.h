@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "protocol/result.h"
+#include "transport/slot_fifo.h"
 
 namespace rdmablk::transport {
 
@@ -73,8 +74,7 @@ class BufferPool {
   BufferPoolOptions opts_;
   std::vector<uint32_t> free_small_;
   std::vector<uint32_t> free_large_;
-  BufferWaiter* wait_head_ = nullptr;
-  BufferWaiter* wait_tail_ = nullptr;
+  PtrFifo<BufferWaiter, &BufferWaiter::next> waiters_;
   unsigned waiter_count_ = 0;
   std::vector<uint8_t> in_use_;  // per slot, catches double release
 };

@@ -43,6 +43,7 @@
 #include "protocol/sgl.h"
 #include "protocol/status.h"
 #include "transport/buffer_pool.h"
+#include "transport/slot_fifo.h"
 #include "transport/target_queue.h"
 
 namespace rdmablk::transport {
@@ -352,30 +353,13 @@ class TargetQueueBase : public TargetQueue {
 
   void limit_push(Slot& s) noexcept {
     s.limit_waiting = true;
-    s.limit_next = kNoSlot;
-    if (limit_tail_ == kNoSlot) {
-      limit_head_ = s.req.tag;
-    } else {
-      slots_[limit_tail_].limit_next = s.req.tag;
-    }
-    limit_tail_ = s.req.tag;
+    limit_waiters_.push_back(slots_, s.req.tag);
   }
 
   // Only when a queue closes or a host-started command is dropped: a scan is fine.
   void limit_remove(Slot& s) noexcept {
-    uint16_t prev = kNoSlot;
-    for (uint16_t i = limit_head_; i != kNoSlot; prev = i, i = slots_[i].limit_next) {
-      if (i != s.req.tag) continue;
-      if (prev == kNoSlot) {
-        limit_head_ = s.limit_next;
-      } else {
-        slots_[prev].limit_next = s.limit_next;
-      }
-      if (limit_tail_ == i) limit_tail_ = prev;
-      break;
-    }
+    limit_waiters_.remove(slots_, s.req.tag);
     s.limit_waiting = false;
-    s.limit_next = kNoSlot;
   }
 
   // Room under the limit again: the oldest waiters go on to the pool, in order. buffer_ready() may complete
@@ -383,14 +367,12 @@ class TargetQueueBase : public TargetQueue {
   void admit_limit_waiters() noexcept {
     if (admitting_ || state_ != State::live) return;
     admitting_ = true;
-    while (limit_head_ != kNoSlot && state_ == State::live) {
-      Slot& s = slots_[limit_head_];
+    while (!limit_waiters_.empty() && state_ == State::live) {
+      Slot& s = slots_[limit_waiters_.front()];
       const auto need = static_cast<uint32_t>(pool_.capacity_for(s.waiter.w.bytes));
       if (buffer_reserved_ != 0 && buffer_reserved_ + need > buffer_limit_) break;
-      limit_head_ = s.limit_next;
-      if (limit_head_ == kNoSlot) limit_tail_ = kNoSlot;
+      limit_waiters_.pop_front(slots_);
       s.limit_waiting = false;
-      s.limit_next = kNoSlot;
       s.reserved = need;
       buffer_reserved_ += need;
       if (acquire_or_wait(s)) self().buffer_ready(s);
@@ -400,8 +382,7 @@ class TargetQueueBase : public TargetQueue {
 
   uint64_t buffer_limit_ = 0;
   uint64_t buffer_reserved_ = 0;
-  uint16_t limit_head_ = kNoSlot;
-  uint16_t limit_tail_ = kNoSlot;
+  SlotFifo<&RequestSlot::limit_next> limit_waiters_;  // slots waiting for room under buffer_limit_
   bool admitting_ = false;
 
   void attach(Slot& s, Buffer b) noexcept {

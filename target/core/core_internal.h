@@ -24,6 +24,7 @@
 #include "target/core/stats.h"
 #include "target/core/subsystem.h"
 #include "transport/reactor.h"
+#include "transport/slot_fifo.h"
 #include "transport/target_queue.h"
 
 namespace rdmablk::target {
@@ -39,6 +40,9 @@ inline uint64_t monotonic_ns() noexcept {
   return static_cast<uint64_t>(ts.tv_sec) * 1'000'000'000u + static_cast<uint64_t>(ts.tv_nsec);
 }
 
+// The link of a command parked on its channel (RequestState::next_parked).
+TargetRequest*& next_parked_of(TargetRequest& req) noexcept;
+
 // One backend queue of one namespace on one reactor, opened the first time an I/O queue of that reactor
 // needs it. Owned by the reactor's ReactorState; used on that thread only.
 struct NsChannel {
@@ -49,8 +53,7 @@ struct NsChannel {
   bool retired = false;  // no longer in any table: freed once drained
   // Commands waiting for room in a full backend queue, first come first served (linked through
   // RequestState::next_parked). Never empty unless requests are in flight: their completions make room.
-  TargetRequest* parked_head = nullptr;
-  TargetRequest* parked_tail = nullptr;
+  transport::PtrFifo<TargetRequest, &next_parked_of> parked;
   // The reactor's watch on queue->event_fd() (watched = registered): wakes the reactor when completions are
   // due, so that it can sleep while I/O is in flight.
   struct Watch {
@@ -173,7 +176,7 @@ struct CoreQueue {
 enum class Stage : uint8_t { none, connect, write, dsm, auth_send };
 struct RequestState {
   NsChannel* channel;
-  TargetRequest* next_parked;  // the next command waiting on channel->parked_head's list
+  TargetRequest* next_parked;  // the next command waiting on channel->parked
   uint64_t slba;
   uint32_t blocks;
   uint32_t pending;       // backend requests outstanding (DSM: one per range), + 1 while submitting or parked
@@ -193,6 +196,7 @@ static_assert(alignof(RequestState) <= 16);
 inline RequestState& request_state(TargetRequest& req) noexcept {
   return *std::launder(reinterpret_cast<RequestState*>(req.core.data()));
 }
+inline TargetRequest*& next_parked_of(TargetRequest& req) noexcept { return request_state(req).next_parked; }
 inline RequestState& reset_request_state(TargetRequest& req) noexcept {
   return *new (req.core.data()) RequestState{};
 }

@@ -149,13 +149,13 @@ bool ReactorState::poll() noexcept {
     // watch on the queue's event_fd() wakes it when completions are due.
     if (ch.in_flight > 0 && reap(ch) > 0) {
       work = true;
-      if (ch.parked_head != nullptr) resume_parked(ch);
+      if (!ch.parked.empty()) resume_parked(ch);
     }
     retired = retired || ch.retired;
   }
   if (retired) {
     std::erase_if(channels_, [this](const std::unique_ptr<NsChannel>& ch) {
-      if (!ch->retired || ch->in_flight != 0 || ch->parked_head != nullptr || ch->queue->in_flight() != 0)
+      if (!ch->retired || ch->in_flight != 0 || !ch->parked.empty() || ch->queue->in_flight() != 0)
         return false;
       unwatch(*ch);
       return true;
@@ -181,7 +181,7 @@ bool ReactorState::submit_from_next(CoreQueue& q, TargetRequest& req, bool resum
     b.user_data = reinterpret_cast<uint64_t>(&req);
     Status s = backend::queue_full;
     // First come, first served: a new command does not overtake those waiting for room.
-    if (resumed || ch.parked_head == nullptr) {
+    if (resumed || ch.parked.empty()) {
       s = ch.queue->submit(b);
       // Completions already due make room at once (ram and null complete inside submit()).
       if (s == backend::queue_full && ch.in_flight > 0 && reap(ch) > 0) s = ch.queue->submit(b);
@@ -207,30 +207,18 @@ bool ReactorState::submit_from_next(CoreQueue& q, TargetRequest& req, bool resum
 }
 
 void ReactorState::park(NsChannel& ch, CoreQueue& q, TargetRequest& req, bool front) noexcept {
-  RequestState& rs = request_state(req);
   ++q.parked;
   if (front) {  // resumed and still no room: it stays first
-    rs.next_parked = ch.parked_head;
-    ch.parked_head = &req;
-    if (ch.parked_tail == nullptr) ch.parked_tail = &req;
-    return;
-  }
-  rs.next_parked = nullptr;
-  if (ch.parked_tail != nullptr) {
-    request_state(*ch.parked_tail).next_parked = &req;
+    ch.parked.push_front(req);
   } else {
-    ch.parked_head = &req;
+    ch.parked.push_back(req);
   }
-  ch.parked_tail = &req;
 }
 
 void ReactorState::resume_parked(NsChannel& ch) noexcept {
-  while (ch.parked_head != nullptr) {
-    TargetRequest& req = *ch.parked_head;
+  while (!ch.parked.empty()) {
+    TargetRequest& req = ch.parked.pop_front();
     RequestState& rs = request_state(req);
-    ch.parked_head = rs.next_parked;
-    if (ch.parked_head == nullptr) ch.parked_tail = nullptr;
-    rs.next_parked = nullptr;
     CoreQueue& q = core_queue(req);
     --q.parked;
     if (q.closed) {

@@ -1,5 +1,5 @@
 // The NVMe/TCP target connection (transport/tcp/tcp_target_queue.*) fed the input as the host's byte
-// stream, through its socket seam (TcpQueueIo) with a fake socket, the way tcp_target.cpp drives it from
+// stream, through its socket seam (TcpQueueIo) with a fake socket, the way tcp_queue_io.cpp drives it from
 // io_uring: one recv and one send in flight, completions delivered later, short recvs and short sends.
 // Behind it a fake core takes every command: it answers at once or holds it for a while, fetches host
 // data, returns read data, fails some commands, and on a fabrics Connect tells the queue what was

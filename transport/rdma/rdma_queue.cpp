@@ -120,9 +120,7 @@ RdmaTargetQueue::RdmaTargetQueue(RdmaQpOps& ops, BufferPool& pool, TargetQueueHa
 RdmaTargetQueue::~RdmaTargetQueue() { g_live_queues.fetch_sub(1, std::memory_order_relaxed); }
 
 unsigned RdmaTargetQueue::pending_count() const noexcept {
-  unsigned n = 0;
-  for (uint16_t i = pend_head_; i != kNone; i = slots_[i].next) ++n;
-  return n;
+  return pending_.size(slots_);
 }
 
 bool RdmaTargetQueue::repost_recv(uint16_t index) noexcept {
@@ -267,23 +265,14 @@ void RdmaTargetQueue::connection_lost(const char* why) noexcept {
 
 void RdmaTargetQueue::queue_post(Slot& s, Post what) noexcept {
   s.post = what;
-  if (pend_head_ == kNone && try_post(s)) return;
-  s.next = kNone;
-  if (pend_tail_ == kNone) {
-    pend_head_ = s.req.tag;
-  } else {
-    slots_[pend_tail_].next = s.req.tag;
-  }
-  pend_tail_ = s.req.tag;
+  if (pending_.empty() && try_post(s)) return;
+  pending_.push_back(slots_, s.req.tag);
 }
 
 void RdmaTargetQueue::run_pending() noexcept {
-  while (pend_head_ != kNone && state_ == State::live) {
-    Slot& s = slots_[pend_head_];
-    if (!try_post(s)) break;
-    pend_head_ = s.next;
-    if (pend_head_ == kNone) pend_tail_ = kNone;
-    s.next = kNone;
+  while (!pending_.empty() && state_ == State::live) {
+    if (!try_post(slots_[pending_.front()])) break;
+    pending_.pop_front(slots_);
   }
 }
 
@@ -415,13 +404,10 @@ void RdmaTargetQueue::begin_close() noexcept {
   state_ = State::closing;
   ops_.disconnect();
   // Unposted chains are dropped: responses are recycled, reads (still being fetched) fail in close_requests.
-  while (pend_head_ != kNone) {
-    Slot& s = slots_[pend_head_];
-    pend_head_ = s.next;
-    s.next = kNone;
+  while (!pending_.empty()) {
+    Slot& s = slots_[pending_.pop_front(slots_)];
     if (s.post != Post::read) recycle(s);
   }
-  pend_tail_ = kNone;
   close_requests();
   maybe_finish();
 }

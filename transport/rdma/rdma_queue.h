@@ -44,6 +44,7 @@
 #include "transport/address.h"
 #include "transport/buffer_pool.h"
 #include "transport/log_limit.h"
+#include "transport/slot_fifo.h"
 #include "transport/target_queue.h"
 #include "transport/target_queue_base.h"
 
@@ -225,8 +226,7 @@ class RdmaTargetQueue final : public TargetQueueBase<RdmaTargetQueue, RdmaSlot> 
   unsigned recv_outstanding_ = 0;
   unsigned send_outstanding_ = 0;  // signaled WRs posted, not completed
   uint32_t sq_used_ = 0;
-  uint16_t pend_head_ = kNone;
-  uint16_t pend_tail_ = kNone;
+  SlotFifo<&RdmaSlot::next> pending_;  // chains waiting for room in the send queue
 
   std::vector<Recv> recvs_;
 };

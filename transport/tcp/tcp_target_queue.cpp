@@ -312,13 +312,7 @@ void TcpTargetQueue::queue_tx(Slot& s, Tx kind) noexcept {
   s.tx = kind;
   if (!s.in_txq) {
     s.in_txq = true;
-    s.tx_next = kNone;
-    if (txq_tail_ == kNone) {
-      txq_head_ = s.req.tag;
-    } else {
-      slots_[txq_tail_].tx_next = s.req.tag;
-    }
-    txq_tail_ = s.req.tag;
+    txq_.push_back(slots_, s.req.tag);
   }
   kick_tx();
 }
@@ -386,13 +380,11 @@ void TcpTargetQueue::kick_tx() noexcept {
     put_header(icresp_);
     icresp_pending_ = false;
   }
-  while (txq_head_ != kNone) {
-    Slot& s = slots_[txq_head_];
+  while (!txq_.empty()) {
+    Slot& s = slots_[txq_.front()];
     if (!serialize(s)) break;
-    txq_head_ = s.tx_next;
-    if (txq_head_ == kNone) txq_tail_ = kNone;
+    txq_.pop_front(slots_);
     s.in_txq = false;
-    s.tx_next = kNone;
   }
   if (!tx_.empty()) submit_send();
 }
@@ -464,14 +456,11 @@ void TcpTargetQueue::begin_close() noexcept {
   state_ = State::closing;
   rx_.stop();
   // Unsent work is dropped (requests in it are recycled when the socket is done).
-  while (txq_head_ != kNone) {
-    Slot& s = slots_[txq_head_];
-    txq_head_ = s.tx_next;
+  while (!txq_.empty()) {
+    Slot& s = slots_[txq_.pop_front(slots_)];
     s.in_txq = false;
-    s.tx_next = kNone;
     s.tx = Tx::none;
   }
-  txq_tail_ = kNone;
   icresp_pending_ = false;
   close_requests();
   if (!send_inflight_) {

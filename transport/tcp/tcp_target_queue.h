@@ -1,7 +1,8 @@
 // NVMe/TCP, controller side: the per-connection state machine (the TargetQueue the core sees), without a
 // socket. Split as RDMA is (rdma_queue.h): everything the binding decides (PDU sequencing, in-capsule data,
 // R2T windows, C2HData + CapsuleResp serialization, send batching, teardown order) sits here and is driven
-// through TcpQueueIo, which is io_uring on the reactor in tcp_target.cpp and a fake in the unit tests.
+// through TcpQueueIo, which is io_uring on the reactor in tcp_queue_io.h (plain, or TLS below the queue)
+// and a fake in the unit tests.
 //
 // Data path (no allocation, no locks): the request lifecycle of TargetQueueBase (slots = 2 x queue depth, as
 // nvmet-tcp: a slot whose CapsuleResp is on the wire but not yet reported sent must not block the host's next
@@ -32,6 +33,7 @@
 
 #include "protocol/tcp_pdu.h"
 #include "transport/buffer_pool.h"
+#include "transport/slot_fifo.h"
 #include "transport/target_queue_base.h"
 #include "transport/tcp/pdu_receiver.h"
 #include "transport/tcp/tcp_io.h"
@@ -52,8 +54,9 @@ struct TcpTargetOptions {
   TcpTlsServerOptions tls;                 // TLS 1.3 before ICReq (tcp_tls.h); policy none: plain only
 };
 
-// The socket as the queue sees it. At most one recv and one send are in flight; their results come back
-// through TcpTargetQueue::on_recv_done / on_send_done, on the queue's thread, never from inside the call.
+// The socket as the queue sees it (plaintext: TLS, when there is any, is below it). At most one recv and
+// one send are in flight; their results come back through TcpTargetQueue::on_recv_done / on_send_done, on
+// the queue's thread, never from inside the call.
 class TcpQueueIo {
  public:
   virtual void recv(const iovec* iov, unsigned n) noexcept = 0;
@@ -77,7 +80,7 @@ struct TcpSlot : RequestSlot {
   Tx tx = Tx::none;          // what it has to send (it is on the send queue)
   bool cid_active = false;   // holds its CID in the in-flight bitmap
   bool in_txq = false;
-  uint16_t tx_next = kNone;
+  uint16_t tx_next = kNone;  // send FIFO link
   uint32_t r2t_sent = 0;        // end of the last R2T window sent: [0, r2t_sent) has been asked for
   uint32_t data_received = 0;   // H2CData bytes received
   uint32_t tx_offset = 0;       // C2H data bytes serialized so far
@@ -183,8 +186,7 @@ class TcpTargetQueue final : public TargetQueueBase<TcpTargetQueue, TcpSlot>, pr
   // Send.
   TxBatch tx_;
   bool send_inflight_ = false;
-  uint16_t txq_head_ = kNone;
-  uint16_t txq_tail_ = kNone;
+  SlotFifo<&TcpSlot::tx_next> txq_;  // slots with a PDU to send (in_txq)
   std::array<uint16_t, TxBatch::kMaxIov> tx_done_{};  // slots whose CapsuleResp is in the batch
   unsigned tx_done_count_ = 0;
   bool icresp_pending_ = false;
