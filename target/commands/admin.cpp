@@ -329,7 +329,7 @@ std::vector<uint8_t> TargetCore::changed_namespaces_log_locked(Controller& ctrl,
 
 std::vector<uint8_t> TargetCore::ana_log_page_locked(Controller& ctrl, const protocol::GetLogPageCommand& cmd,
                                                      Status& /*status*/) {
-  auto page = ana_log_locked(ctrl, (cmd.lsp() & protocol::kAnaLspRgo) != 0);
+  auto page = ana_.log_page(ctrl.ana_port.get(), *ctrl.subsys->table, (cmd.lsp() & protocol::kAnaLspRgo) != 0);
   if (!cmd.rae()) ctrl.aen_masked &= ~kAenMaskAna;
   return page;
 }

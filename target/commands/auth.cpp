@@ -44,10 +44,6 @@ const char* dh_group_name(auth::DhGroupId g) noexcept {
 
 }  // namespace
 
-std::chrono::steady_clock::time_point TargetCore::auth_now() const {
-  return options_.auth_failures.now ? options_.auth_failures.now() : std::chrono::steady_clock::now();
-}
-
 void TargetCore::auth_send(CoreQueue& q, TargetRequest& req) noexcept {
   if (Status s = check_common_flags(req.sqe.hdr); !s.ok()) {
     finish(req, s);
@@ -170,61 +166,12 @@ void TargetCore::auth_step_done(CoreQueue& q, uint32_t transactions_before, bool
 
   // A new failure: the queue is no longer authenticated (the host disconnects), counted against the host.
   q.authenticated = false;
-  const auto now = auth_now();
-  const auto& limits = options_.auth_failures;
-  std::lock_guard lock(mu_);
-  const std::string& host = q.ctrl->hostnqn;
-  // Bounded memory: forget hosts with no recent failure and no block when the table grows large.
-  if (auth_failures_.size() >= 4096 && auth_failures_.find(host) == auth_failures_.end()) {
-    std::erase_if(auth_failures_, [&](const auto& e) {
-      return e.second.blocked_until <= now && (e.second.recent.empty() || e.second.recent.back() + limits.window <= now);
-    });
-  }
-  AuthFailureRecord& rec = auth_failures_[host];
-  while (!rec.recent.empty() && rec.recent.front() + limits.window <= now) rec.recent.pop_front();
-  rec.recent.push_back(now);
-
-  // One line per failure, at most log_lines_per_second over all hosts (the others are counted).
-  if (now - auth_log_second_ >= std::chrono::seconds(1)) {
-    if (auth_log_suppressed_ != 0) {
-      spdlog::warn("{} more DH-HMAC-CHAP failures were not logged", auth_log_suppressed_);
-    }
-    auth_log_second_ = now;
-    auth_log_lines_ = 0;
-    auth_log_suppressed_ = 0;
-  }
-  if (auth_log_lines_ < limits.log_lines_per_second) {
-    ++auth_log_lines_;
+  gate_.record_failure(q.ctrl->hostnqn, [&] {
     spdlog::warn("controller {} qid {}: DH-HMAC-CHAP authentication of host {} from {} failed: {} ({}{})",
-                 q.ctrl->cntlid, q.qid, host, q.tq != nullptr ? q.tq->peer_name() : std::string("?"),
+                 q.ctrl->cntlid, q.qid, q.ctrl->hostnqn, q.tq != nullptr ? q.tq->peer_name() : std::string("?"),
                  state.failure.what, auth::to_string(state.failure.explanation),
                  state.failure.by_peer ? ", reported by the host" : "");
-  } else {
-    ++auth_log_suppressed_;
-  }
-  if (limits.max_failures != 0 && rec.recent.size() >= limits.max_failures) {
-    rec.recent.clear();
-    rec.blocked_until = now + limits.block;
-    rec.block_logged = false;
-    (void)auth_blocked_locked(host);  // logs the block
-  }
-}
-
-bool TargetCore::auth_blocked_locked(const std::string& hostnqn) {
-  auto it = auth_failures_.find(hostnqn);
-  if (it == auth_failures_.end()) return false;
-  AuthFailureRecord& rec = it->second;
-  if (rec.blocked_until == std::chrono::steady_clock::time_point{} || auth_now() >= rec.blocked_until) {
-    return false;
-  }
-  if (!rec.block_logged) {
-    rec.block_logged = true;
-    const auto& limits = options_.auth_failures;
-    spdlog::warn("host {}: {} DH-HMAC-CHAP failures within {} s: its connections are refused for {} s", hostnqn,
-                 limits.max_failures, std::chrono::duration_cast<std::chrono::seconds>(limits.window).count(),
-                 std::chrono::duration_cast<std::chrono::seconds>(limits.block).count());
-  }
-  return true;
+  });
 }
 
 }  // namespace rdmablk::target

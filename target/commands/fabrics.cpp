@@ -1,5 +1,6 @@
 // Fabrics commands: Connect (admin and I/O queues), Property Get / Set (NVMe-oF 1.1, 3.3-3.5), with the
 // checks and statuses of the Linux kernel target (drivers/nvme/target/fabrics-cmd.c).
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <cstring>
@@ -100,6 +101,75 @@ void TargetCore::connect_with_data(CoreQueue& q, TargetRequest& req) noexcept {
   }
 }
 
+std::shared_ptr<Subsystem> TargetCore::connect_subsystem_locked(CoreQueue& q, TargetRequest& req,
+                                                                const protocol::ConnectDataView& data, bool admin,
+                                                                std::shared_ptr<const HostAuth>& auth) noexcept {
+  const auto peer = q.tq->peer_name();
+  const std::string who =
+      admin ? fmt::format("connect from {} ({})", peer, data.hostnqn) : fmt::format("I/O queue connect from {}", peer);
+  if (!serves_subsystems_locked(q.tq->local_address())) {
+    // nvmet: a subsystem not linked to the port is an invalid SUBNQN (the same answer as an unknown one).
+    spdlog::warn("{}: subsystem {} is not served on the discovery listener {}", who, data.subnqn,
+                 transport::to_uri(q.tq->local_address()));
+    finish(req, st::connect_invalid_parameters, protocol::connect_invalid_param_result(true, kIpoSubnqn));
+    return nullptr;
+  }
+  auto it = subsystems_.find(data.subnqn);
+  if (it == subsystems_.end()) {
+    spdlog::warn("{}: unknown subsystem {}", who, data.subnqn);
+    finish(req, st::connect_invalid_parameters, protocol::connect_invalid_param_result(true, kIpoSubnqn));
+    return nullptr;
+  }
+  AdmissionDecision admission = gate_.admit(*it->second, data.hostnqn, admin);
+  switch (admission.refusal) {
+    case AdmissionRefusal::none:
+      auth = std::move(admission.auth);
+      return it->second;
+    case AdmissionRefusal::host_not_allowed:
+      if (admin) spdlog::warn("connect from {}: host {} is not allowed on {}", peer, data.hostnqn, data.subnqn);
+      break;
+    case AdmissionRefusal::no_secret:
+      spdlog::warn("connect from {}: host {} has no DH-HMAC-CHAP secret and {} requires authentication", peer,
+                   data.hostnqn, data.subnqn);
+      break;
+    case AdmissionRefusal::blocked:  // the gate logged it
+      break;
+  }
+  finish(req, st::connect_invalid_host, protocol::connect_invalid_param_result(true, kIpoHostnqn));
+  return nullptr;
+}
+
+std::shared_ptr<Controller> TargetCore::new_controller(CoreQueue& q, const ConnectCommand& cmd,
+                                                       const protocol::ConnectDataView& data, uint16_t cntlid,
+                                                       std::shared_ptr<Subsystem> sub,
+                                                       std::shared_ptr<const HostAuth> auth) const {
+  const bool discovery = !sub;
+  auto ctrl = std::make_shared<Controller>();
+  ctrl->cntlid = cntlid;
+  ctrl->discovery = discovery;
+  ctrl->subsys = std::move(sub);
+  ctrl->hostnqn = std::string(data.hostnqn);
+  ctrl->hostid = data.hostid;
+  ctrl->trtype = q.tq->transport_type();
+  ctrl->local_address = q.tq->local_address();
+  ctrl->ana_port = q.ana_port;
+  ctrl->peer = q.tq->peer_name();
+  ctrl->connected_unix_ms =
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+          .count();
+  ctrl->admin_reactor = &q.rs->reactor();
+  uint32_t kato = cmd.kato.get();
+  if (discovery && kato == 0) kato = limits_.keep_alive.discovery_timeout_ms;  // nvmet: 120 s
+  ctrl->kato_ms = std::min(kato, limits_.keep_alive.max_timeout_ms);
+  ctrl->traffic_based_keep_alive = limits_.keep_alive.traffic_based;
+  ctrl->io_queues = discovery ? 0 : static_cast<uint16_t>(limits_.max_io_queues);
+  ctrl->io_queue_table.resize(discovery ? 1 : limits_.max_io_queues + 1);
+  ctrl->admin_queue = q.self;
+  ctrl->aer_requests.reserve(kAsyncEventSlots);
+  ctrl->auth = std::move(auth);
+  return ctrl;
+}
+
 void TargetCore::admin_connect(CoreQueue& q, TargetRequest& req, const ConnectCommand& cmd,
                                const protocol::ConnectDataView& data) noexcept {
   const auto peer = q.tq->peer_name();
@@ -117,71 +187,21 @@ void TargetCore::admin_connect(CoreQueue& q, TargetRequest& req, const ConnectCo
     std::lock_guard lock(mu_);
     std::shared_ptr<Subsystem> sub;
     if (!discovery) {
-      if (!serves_subsystems_locked(q.tq->local_address())) {
-        // nvmet: a subsystem not linked to the port is an invalid SUBNQN (the same answer as an unknown one).
-        spdlog::warn("connect from {} ({}): subsystem {} is not served on the discovery listener {}", peer,
-                     data.hostnqn, data.subnqn, transport::to_uri(q.tq->local_address()));
-        finish(req, st::connect_invalid_parameters, protocol::connect_invalid_param_result(true, kIpoSubnqn));
-        return;
-      }
-      auto it = subsystems_.find(data.subnqn);
-      if (it == subsystems_.end()) {
-        spdlog::warn("connect from {} ({}): unknown subsystem {}", peer, data.hostnqn, data.subnqn);
-        finish(req, st::connect_invalid_parameters, protocol::connect_invalid_param_result(true, kIpoSubnqn));
-        return;
-      }
-      sub = it->second;
-      if (!sub->host_allowed(data.hostnqn)) {
-        spdlog::warn("connect from {}: host {} is not allowed on {}", peer, data.hostnqn, data.subnqn);
-        finish(req, st::connect_invalid_host, protocol::connect_invalid_param_result(true, kIpoHostnqn));
-        return;
-      }
-      auth = sub->auth_for(data.hostnqn);
-      if (!auth && sub->require_authentication) {
-        spdlog::warn("connect from {}: host {} has no DH-HMAC-CHAP secret and {} requires authentication", peer,
-                     data.hostnqn, data.subnqn);
-        finish(req, st::connect_invalid_host, protocol::connect_invalid_param_result(true, kIpoHostnqn));
-        return;
-      }
-      if (auth_blocked_locked(std::string(data.hostnqn))) {
-        finish(req, st::connect_invalid_host, protocol::connect_invalid_param_result(true, kIpoHostnqn));
-        return;
-      }
+      sub = connect_subsystem_locked(q, req, data, true, auth);
+      if (!sub) return;
     }
     if (cmd.sqsize.get() == 0 || entries > limits_.admin_queue_depth) {
       finish(req, st::connect_invalid_parameters, protocol::connect_invalid_param_result(false, kIpoSqsize));
       return;
     }
-    const uint16_t cntlid = sub ? allocate_cntlid_locked(sub->cntlid_min, sub->cntlid_max, sub->next_cntlid)
-                                : allocate_cntlid_locked(kMinCntlid, kMaxCntlid, next_cntlid_);
+    const uint16_t cntlid = sub ? controllers_.allocate(sub->cntlid_min, sub->cntlid_max, sub->next_cntlid)
+                                : controllers_.allocate_discovery();
     if (cntlid == 0) {
       finish(req, st::connect_controller_busy);
       return;
     }
-    ctrl = std::make_shared<Controller>();
-    ctrl->cntlid = cntlid;
-    ctrl->discovery = discovery;
-    ctrl->subsys = sub;
-    ctrl->hostnqn = std::string(data.hostnqn);
-    ctrl->hostid = data.hostid;
-    ctrl->trtype = q.tq->transport_type();
-    ctrl->local_address = q.tq->local_address();
-    ctrl->ana_port = q.ana_port;
-    ctrl->peer = peer;
-    ctrl->connected_unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                                  std::chrono::system_clock::now().time_since_epoch())
-                                  .count();
-    ctrl->admin_reactor = &q.rs->reactor();
-    uint32_t kato = cmd.kato.get();
-    if (discovery && kato == 0) kato = limits_.keep_alive.discovery_timeout_ms;  // nvmet: 120 s
-    ctrl->kato_ms = std::min(kato, limits_.keep_alive.max_timeout_ms);
-    ctrl->traffic_based_keep_alive = limits_.keep_alive.traffic_based;
-    ctrl->io_queues = discovery ? 0 : static_cast<uint16_t>(limits_.max_io_queues);
-    ctrl->io_queue_table.resize(discovery ? 1 : limits_.max_io_queues + 1);
-    ctrl->admin_queue = q.self;
-    ctrl->aer_requests.reserve(kAsyncEventSlots);
-    ctrl->auth = auth;
-    controllers_.emplace(cntlid, ctrl);
+    ctrl = new_controller(q, cmd, data, cntlid, sub, auth);
+    controllers_.add(ctrl);
     start_keep_alive_locked(ctrl);
     q.state = QueueState::admin;
     q.qid = 0;
@@ -207,36 +227,17 @@ void TargetCore::io_connect(CoreQueue& q, TargetRequest& req, const ConnectComma
   std::shared_ptr<Controller> ctrl;
   {
     std::lock_guard lock(mu_);
-    if (!serves_subsystems_locked(q.tq->local_address())) {
-      spdlog::warn("I/O queue connect from {}: subsystem {} is not served on the discovery listener {}", peer,
-                   data.subnqn, transport::to_uri(q.tq->local_address()));
-      finish(req, st::connect_invalid_parameters, protocol::connect_invalid_param_result(true, kIpoSubnqn));
-      return;
-    }
-    auto sit = subsystems_.find(data.subnqn);
-    if (sit == subsystems_.end()) {
-      spdlog::warn("I/O queue connect from {}: unknown subsystem {}", peer, data.subnqn);
-      finish(req, st::connect_invalid_parameters, protocol::connect_invalid_param_result(true, kIpoSubnqn));
-      return;
-    }
-    auto sub = sit->second;
-    if (!sub->host_allowed(data.hostnqn)) {
-      finish(req, st::connect_invalid_host, protocol::connect_invalid_param_result(true, kIpoHostnqn));
-      return;
-    }
-    if (auth_blocked_locked(std::string(data.hostnqn))) {
-      finish(req, st::connect_invalid_host, protocol::connect_invalid_param_result(true, kIpoHostnqn));
-      return;
-    }
-    auto cit = controllers_.find(data.cntlid);
-    if (cit == controllers_.end() || cit->second->dead || cit->second->discovery || cit->second->subsys != sub ||
-        cit->second->hostnqn != data.hostnqn || cit->second->hostid != data.hostid) {
+    std::shared_ptr<const HostAuth> unused;  // an I/O queue authenticates with its controller's settings
+    auto sub = connect_subsystem_locked(q, req, data, false, unused);
+    if (!sub) return;
+    ctrl = controllers_.find(data.cntlid);
+    if (!ctrl || ctrl->dead || ctrl->discovery || ctrl->subsys != sub || ctrl->hostnqn != data.hostnqn ||
+        ctrl->hostid != data.hostid) {
       spdlog::warn("I/O queue connect from {}: no controller {} on {} for host {}", peer, data.cntlid, data.subnqn,
                    data.hostnqn);
       finish(req, st::connect_invalid_parameters, protocol::connect_invalid_param_result(true, kIpoCntlid));
       return;
     }
-    ctrl = cit->second;
     if (!ctrl->ready.load(std::memory_order_relaxed)) {
       finish(req, st::command_sequence_error);  // the controller is not enabled
       return;

@@ -3,29 +3,19 @@
 // the states of its admin queue's listener in the ANA log page (LID 0Ch); an I/O queue refuses I/O to a
 // namespace whose group is inaccessible, lost or changing on its own listener (commands/io.cpp), so the
 // host's native multipath fails over to another path.
+//
+// The ports, the change count and the log page are the AnaRegistry's (ana_registry.h); here is the core's
+// side: the control socket's set_ana_state and the ANA Change events to the controllers.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <charconv>
 #include <optional>
-#include <set>
 
 #include "target/core/core_internal.h"
 
 namespace rdmablk::target {
-
-std::shared_ptr<AnaPort> TargetCore::ana_port_locked(const transport::TransportAddress& local) const {
-  const int i = find_listener(listeners_, local);
-  if (i >= 0 && static_cast<std::size_t>(i) < ana_ports_.size()) return ana_ports_[static_cast<std::size_t>(i)];
-  return default_ana_port_;
-}
-
-unsigned TargetCore::apply_ana_config(AnaPort& port, const ListenerConfig& listener) noexcept {
-  unsigned changed = 0;
-  for (uint32_t g = 1; g <= kAnaGroupMax; ++g) changed += port.set(g, listener.ana_state(g)) ? 1 : 0;
-  return changed;
-}
 
 void TargetCore::queue_ana_events_locked(const std::vector<const AnaPort*>& ports,
                                          const std::vector<const Subsystem*>& subsystems,
@@ -35,34 +25,9 @@ void TargetCore::queue_ana_events_locked(const std::vector<const AnaPort*>& port
     const bool port_changed = std::find(ports.begin(), ports.end(), ctrl->ana_port.get()) != ports.end();
     const bool sub_changed = std::find(subsystems.begin(), subsystems.end(), ctrl->subsys.get()) != subsystems.end();
     if (!port_changed && !sub_changed) continue;
-    queue_event_locked(*ctrl, protocol::kAnaChangeEvent, kAenMaskAna, protocol::kAecAnaChange);
-    notify.push_back(release_of_locked(ctrl));
+    ControllerRegistry::queue_event(*ctrl, protocol::kAnaChangeEvent, kAenMaskAna, protocol::kAecAnaChange);
+    notify.push_back(ControllerRegistry::release_of(ctrl));
   }
-}
-
-// The groups a controller's log lists: group 1 (always there, as nvmet's default group), the groups of the
-// subsystem's namespaces and the groups any listener names; ascending, each with its namespaces.
-std::vector<uint8_t> TargetCore::ana_log_locked(const Controller& ctrl, bool groups_only) const {
-  std::set<uint32_t> ids{kDefaultAnaGroup};
-  for (const auto& l : listeners_)
-    for (const auto& a : l.ana) ids.insert(a.group);
-  std::map<uint32_t, std::vector<uint32_t>> members;
-  for (const auto& ns : ctrl.subsys->table->namespaces) {  // sorted by NSID: each list is ascending
-    const uint32_t g = ns->ana_group.load(std::memory_order_relaxed);
-    ids.insert(g);
-    members[g].push_back(ns->nsid);
-  }
-  const AnaPort& port = ctrl.ana_port ? *ctrl.ana_port : *default_ana_port_;
-  std::vector<protocol::AnaGroupEntry> groups;
-  for (uint32_t g : ids) {
-    protocol::AnaGroupEntry e;
-    e.anagrpid = g;
-    e.state = port.get(g);
-    e.chgcnt = ana_chgcnt_;  // one target-wide count, as nvmet's nvmet_ana_chgcnt
-    if (auto it = members.find(g); it != members.end()) e.nsids = std::move(it->second);
-    groups.push_back(std::move(e));
-  }
-  return protocol::make_ana_log(ana_chgcnt_, groups, groups_only);
 }
 
 namespace {
@@ -92,19 +57,11 @@ Result<bool> TargetCore::set_ana_state(std::string_view listener, uint32_t group
   bool changed = false;
   {
     std::lock_guard lock(mu_);
-    std::vector<const AnaPort*> ports;
-    bool found = false;
-    for (std::size_t i = 0; i < listeners_.size() && i < ana_ports_.size(); ++i) {
-      const auto& l = listeners_[i];
-      if (l.role != ListenerRole::io || l.port != ep->second || l.address != ep->first) continue;
-      found = true;
-      if (ana_ports_[i]->set(group, state)) ports.push_back(ana_ports_[i].get());
-    }
-    if (!found) return make_error(fmt::format("no io listener at {}", listener));
-    if (!ports.empty()) {
+    auto ports = ana_.set_state(ep->first, ep->second, group, state);  // counts the change
+    if (!ports) return make_error(fmt::format("no io listener at {}", listener));
+    if (!ports->empty()) {
       changed = true;
-      ++ana_chgcnt_;
-      queue_ana_events_locked(ports, {}, notify);
+      queue_ana_events_locked(*ports, {}, notify);
     }
   }
   if (changed) {
@@ -114,9 +71,6 @@ Result<bool> TargetCore::set_ana_state(std::string_view listener, uint32_t group
   return changed;
 }
 
-uint64_t TargetCore::ana_change_count() const {
-  std::lock_guard lock(mu_);
-  return ana_chgcnt_;
-}
+uint64_t TargetCore::ana_change_count() const { return ana_.change_count(); }
 
 }  // namespace rdmablk::target

@@ -30,18 +30,12 @@ Status check_data(const TargetRequest& req, transport::DataDirection dir, uint32
 
 TargetCore::TargetCore(const TargetConfig& config, std::vector<CoreReactor*> reactors, CoreOptions options)
     : limits_(config.limits), options_(std::move(options)), reactors_(std::move(reactors)),
-      listeners_(config.listeners), subsystem_configs_(config.subsystems) {
+      ana_(config.listeners), listeners_(config.listeners), subsystem_configs_(config.subsystems) {
   // A backend queue serves every I/O queue of its reactor for one namespace.
   const uint64_t depth = std::clamp<uint64_t>(uint64_t{limits_.io_queue_depth} * limits_.max_io_queues, 256, 4096);
   for (CoreReactor* r : reactors_)
     reactor_states_.push_back(std::make_unique<ReactorState>(*this, *r, static_cast<unsigned>(depth)));
   discovery_serial_ = derive_serial(protocol::kDiscoveryNqn);
-  default_ana_port_ = std::make_shared<AnaPort>();
-  for (const auto& l : listeners_) {
-    auto port = std::make_shared<AnaPort>();
-    apply_ana_config(*port, l);
-    ana_ports_.push_back(std::move(port));
-  }
 }
 
 Result<std::unique_ptr<TargetCore>> TargetCore::create(const TargetConfig& config, std::vector<CoreReactor*> reactors,
@@ -96,8 +90,8 @@ void TargetCore::on_queue_created(transport::TargetQueue& queue) noexcept {
   q->self = q;
   queue.core_queue = q.get();
   start_connect_timer(*q);
+  q->ana_port = ana_.port_for(q->local);
   std::lock_guard lock(mu_);
-  q->ana_port = ana_port_locked(q->local);
   std::erase_if(queues_, [](const std::weak_ptr<CoreQueue>& w) { return w.expired(); });
   queues_.push_back(q);
 }
@@ -254,7 +248,7 @@ void TargetCore::teardown_locked(const std::shared_ptr<Controller>& ctrl, const 
   if (ctrl->dead) return;
   ctrl->dead = true;
   ctrl->ready.store(false, std::memory_order_relaxed);
-  controllers_.erase(ctrl->cntlid);
+  controllers_.remove(ctrl->cntlid);
   if (ctrl->keep_alive_timer != 0) {
     ctrl->admin_reactor->cancel(ctrl->keep_alive_timer);  // from another thread: posted to the admin reactor
     ctrl->keep_alive_timer = 0;
@@ -279,18 +273,6 @@ void TargetCore::teardown_locked(const std::shared_ptr<Controller>& ctrl, const 
 // ---------------------------------------------------------------------------------------------------------
 // Asynchronous events
 // ---------------------------------------------------------------------------------------------------------
-
-void TargetCore::queue_event_locked(Controller& ctrl, uint32_t dw0, uint32_t mask_bit, uint32_t aec_bit) {
-  if (ctrl.dead) return;
-  if ((ctrl.aec & aec_bit) == 0) return;      // host did not ask for this event type
-  if ((ctrl.aen_masked & mask_bit) != 0) return;  // already reported, log page not read yet
-  ctrl.aen_masked |= mask_bit;
-  ctrl.pending_events.push_back({dw0, ++ctrl.event_seq});
-}
-
-TargetCore::EventRelease TargetCore::release_of_locked(const std::shared_ptr<Controller>& ctrl) {
-  return {ctrl, ctrl->event_seq};
-}
 
 void TargetCore::post_deliver_events(const EventRelease& release) {
   std::weak_ptr<Controller> weak = release.ctrl;
@@ -326,26 +308,6 @@ void TargetCore::deliver_events(Controller& ctrl) noexcept {
 // ---------------------------------------------------------------------------------------------------------
 // Namespace changes (reload: reload_apply.cpp) and shutdown
 // ---------------------------------------------------------------------------------------------------------
-
-void TargetCore::note_changed_namespaces_locked(Controller& ctrl, const std::vector<uint32_t>& changed) {
-  for (uint32_t nsid : changed) {
-    if (ctrl.changed_overflow) break;
-    if (std::find(ctrl.changed_namespaces.begin(), ctrl.changed_namespaces.end(), nsid) !=
-        ctrl.changed_namespaces.end())
-      continue;
-    if (ctrl.changed_namespaces.size() == kMaxChangedNamespaces) {
-      ctrl.changed_overflow = true;
-      break;
-    }
-    ctrl.changed_namespaces.push_back(nsid);
-  }
-  queue_event_locked(ctrl,
-                     protocol::async_event_result(
-                         protocol::AsyncEventType::notice,
-                         static_cast<uint8_t>(protocol::AsyncEventNotice::namespace_attribute_changed),
-                         static_cast<uint8_t>(protocol::LogPageId::changed_namespace_list)),
-                     kAenMaskNamespace, protocol::kAecNamespaceAttribute);
-}
 
 void TargetCore::publish_tables(const TableUpdates& tables, EventReleases notify) {
   auto deliver = [this, notify = std::make_shared<EventReleases>(std::move(notify))] {
@@ -415,8 +377,8 @@ unsigned TargetCore::refresh_namespace_sizes() {
       tables.emplace_back(sub, table);
       for (auto& [id, ctrl] : controllers_) {
         if (ctrl->discovery || ctrl->dead || ctrl->subsys != sub) continue;
-        note_changed_namespaces_locked(*ctrl, changed);
-        notify.push_back(release_of_locked(ctrl));
+        ControllerRegistry::note_changed_namespaces(*ctrl, changed);
+        notify.push_back(ControllerRegistry::release_of(ctrl));
       }
     }
   }
@@ -443,21 +405,6 @@ void TargetCore::shutdown(const char* reason) {
     });
   }
   for (auto& fn : after) fn();
-}
-
-uint16_t TargetCore::allocate_cntlid_locked(uint16_t min, uint16_t max, uint16_t& next) noexcept {
-  // IDs are unique across the target (controllers_ is keyed by them); a subsystem takes them from its range.
-  min = std::max(min, kMinCntlid);
-  max = std::min(max, kMaxCntlid);
-  if (min > max) return 0;
-  if (next < min || next > max) next = min;
-  const uint32_t span = uint32_t{max} - min + 1;
-  for (uint32_t tries = 0; tries < span; ++tries) {
-    const uint16_t id = next;
-    next = next >= max ? min : static_cast<uint16_t>(next + 1);
-    if (controllers_.count(id) == 0) return id;
-  }
-  return 0;
 }
 
 }  // namespace rdmablk::target

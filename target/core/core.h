@@ -20,7 +20,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -32,6 +31,9 @@
 #include "protocol/fabrics.h"
 #include "protocol/result.h"
 #include "target/config/config.h"
+#include "target/core/admission.h"
+#include "target/core/ana_registry.h"
+#include "target/core/controller_registry.h"
 #include "target/core/core_reactor.h"
 #include "target/core/reload_plan.h"
 #include "target/core/stats.h"
@@ -52,16 +54,6 @@ struct CoreQueue;
 struct NsChannel;
 struct NsSlot;
 class ReactorState;
-
-// What one host NQN may fail at DH-HMAC-CHAP before its Connects are refused for a while.
-struct AuthFailureLimits {
-  uint32_t max_failures = 10;                         // failed transactions within `window` ...
-  std::chrono::milliseconds window{60'000};
-  std::chrono::milliseconds block{300'000};           // ... refuse the host's Connects this long
-  uint32_t log_lines_per_second = 10;                 // failure log lines over all hosts; the rest are counted
-  // The clock (steady); tests move it by hand. Empty: std::chrono::steady_clock.
-  std::function<std::chrono::steady_clock::time_point()> now;
-};
 
 struct CoreOptions {
   std::string firmware_revision = "0.1.0";  // Identify FR and the firmware slot log, <= 8 characters
@@ -156,36 +148,18 @@ class TargetCore final : public transport::TargetQueueHandler {
   // mu_ held; returns the closures to run after unlocking.
   void teardown_locked(const std::shared_ptr<Controller>& ctrl, const char* reason,
                        std::vector<std::function<void()>>& after);
-  void queue_event_locked(Controller& ctrl, uint32_t dw0, uint32_t mask_bit, uint32_t aec_bit);
-  // Events queued on `ctrl` up to `upto` (its event_seq then) may go out: delivered on its admin queue's
-  // thread. The list a change collects while it queues (EventReleases) is released this way once the change
-  // is in effect everywhere.
-  struct EventRelease {
-    std::shared_ptr<Controller> ctrl;
-    uint64_t upto = 0;
-  };
-  using EventReleases = std::vector<EventRelease>;
-  static EventRelease release_of_locked(const std::shared_ptr<Controller>& ctrl);
+  // Releases queued events (controller_registry.h: EventRelease) to the controller's admin queue thread.
   void post_deliver_events(const EventRelease& release);
   void deliver_events(Controller& ctrl) noexcept;  // on the admin queue's thread
-  // Adds `changed` (sorted NSIDs) to the controller's Changed Namespace List and queues the Namespace
-  // Attribute Changed event (mu_ held).
-  void note_changed_namespaces_locked(Controller& ctrl, const std::vector<uint32_t>& changed);
   // New namespace tables to every reactor, and once every reactor has applied them the events of `notify`
   // to their admin queues (a host told that a namespace changed must not still reach the old one through
   // an I/O queue on another reactor). Without tables the events go at once.
   using TableUpdates = std::vector<std::pair<std::shared_ptr<Subsystem>, std::shared_ptr<const NamespaceTable>>>;
   void publish_tables(const TableUpdates& tables, EventReleases notify);
-  // A free controller ID in [min, max], searching from `next` (advanced past it); 0 when all are taken.
-  uint16_t allocate_cntlid_locked(uint16_t min, uint16_t max, uint16_t& next) noexcept;
-  // ANA: the port (listener states) for a queue's local address; a listener's states from its config
-  // (returns the number of groups that changed); the ANA Change event to the I/O controllers whose admin
-  // queue is on one of `ports` or whose subsystem is one of `subsystems`.
-  std::shared_ptr<AnaPort> ana_port_locked(const transport::TransportAddress& local) const;
-  static unsigned apply_ana_config(AnaPort& port, const ListenerConfig& listener) noexcept;
+  // ANA (ana.cpp): the ANA Change event to the I/O controllers whose admin queue is on one of `ports` or
+  // whose subsystem is one of `subsystems` (mu_ held).
   void queue_ana_events_locked(const std::vector<const AnaPort*>& ports, const std::vector<const Subsystem*>& subsystems,
                                EventReleases& notify);
-  std::vector<uint8_t> ana_log_locked(const Controller& ctrl, bool groups_only) const;
 
   // core/reload_apply.cpp: the applier of apply_changes, by kind of change (mu_ held but open_backends).
   struct OpenedBackends;
@@ -212,6 +186,16 @@ class TargetCore final : public transport::TargetQueueHandler {
   bool serves_subsystems_locked(const transport::TransportAddress& local) const noexcept;
   void connect(CoreQueue& q, transport::TargetRequest& req) noexcept;
   void connect_with_data(CoreQueue& q, transport::TargetRequest& req) noexcept;
+  // The subsystem a Connect names when this queue's listener serves it and `gate_` admits the host (`admin`:
+  // an admin queue's Connect; `auth` gets the host's DH-HMAC-CHAP settings). Else completes `req` with the
+  // Connect's answer and returns null. mu_ held.
+  std::shared_ptr<Subsystem> connect_subsystem_locked(CoreQueue& q, transport::TargetRequest& req,
+                                                      const protocol::ConnectDataView& data, bool admin,
+                                                      std::shared_ptr<const HostAuth>& auth) noexcept;
+  // A controller for an admin queue's Connect, not yet registered.
+  std::shared_ptr<Controller> new_controller(CoreQueue& q, const protocol::ConnectCommand& cmd,
+                                             const protocol::ConnectDataView& data, uint16_t cntlid,
+                                             std::shared_ptr<Subsystem> sub, std::shared_ptr<const HostAuth> auth) const;
   void admin_connect(CoreQueue& q, transport::TargetRequest& req, const protocol::ConnectCommand& cmd,
                      const protocol::ConnectDataView& data) noexcept;
   void io_connect(CoreQueue& q, transport::TargetRequest& req, const protocol::ConnectCommand& cmd,
@@ -226,9 +210,6 @@ class TargetCore final : public transport::TargetQueueHandler {
   security::dhchap::ControllerAuthSession* auth_session(CoreQueue& q) noexcept;
   // After a session step: marks the queue (un)authenticated, logs and counts a new failure.
   void auth_step_done(CoreQueue& q, uint32_t transactions_before, bool failed_before) noexcept;
-  std::chrono::steady_clock::time_point auth_now() const;
-  // True (and logs once per block) while a host is refused for failing authentication too often. mu_ held.
-  bool auth_blocked_locked(const std::string& hostnqn);
 
   // commands/admin.cpp
   void keep_alive(CoreQueue& q, transport::TargetRequest& req) noexcept;
@@ -267,34 +248,22 @@ class TargetCore final : public transport::TargetQueueHandler {
   CoreOptions options_;
   std::vector<CoreReactor*> reactors_;
   std::vector<std::unique_ptr<ReactorState>> reactor_states_;
+  // Lock order: mu_ -> gate_, mu_ -> ana_. Each of those two has its own small lock and is a leaf (takes no
+  // other lock, calls nothing of the core). The ControllerRegistry has no lock: mu_ guards it, like
+  // subsystems_. The I/O path takes none of them (AnaPort states are atomics).
+  AdmissionGate gate_{options_.auth_failures};  // host admission and DH-HMAC-CHAP failure limits
+  AnaRegistry ana_;                              // ANA ports per listener (a copy of listeners_), change count
 
   mutable std::mutex mu_;  // control path: everything below
   std::vector<ListenerConfig> listeners_;
   std::vector<SubsystemConfig> subsystem_configs_;  // as applied: running_config()'s subsystems
   std::map<std::string, std::shared_ptr<Subsystem>, std::less<>> subsystems_;
-  std::map<uint16_t, std::shared_ptr<Controller>> controllers_;
+  ControllerRegistry controllers_;
   std::vector<std::weak_ptr<CoreQueue>> queues_;  // every queue (shutdown, destruction)
-  uint16_t next_cntlid_ = kMinCntlidValue;  // discovery controllers (the whole range)
-  // ANA: one port per entry of listeners_ (kept across reloads for a listener at the same endpoint), a
-  // fallback for a queue on no listener (all optimized), and the change count of the ANA log page.
-  std::vector<std::shared_ptr<AnaPort>> ana_ports_;
-  std::shared_ptr<AnaPort> default_ana_port_;
-  uint64_t ana_chgcnt_ = 0;
   uint64_t discovery_genctr_ = 0;
   uint64_t table_generation_ = 1;
   std::string discovery_serial_;
-  // Failed authentications per host NQN (commands/auth.cpp).
-  struct AuthFailureRecord {
-    std::deque<std::chrono::steady_clock::time_point> recent;  // within the window
-    std::chrono::steady_clock::time_point blocked_until{};
-    bool block_logged = false;
-  };
-  std::map<std::string, AuthFailureRecord, std::less<>> auth_failures_;
-  std::chrono::steady_clock::time_point auth_log_second_{};
-  uint32_t auth_log_lines_ = 0;
-  uint64_t auth_log_suppressed_ = 0;
 
-  static constexpr uint16_t kMinCntlidValue = 1;
   friend class ReactorState;
   friend struct CommandTableAccess;  // the command table names the handlers
 };

@@ -134,9 +134,8 @@ unsigned TargetCore::disconnect_controller(uint16_t cntlid) {
   std::vector<std::function<void()>> after;
   {
     std::lock_guard lock(mu_);
-    auto it = controllers_.find(cntlid);
-    if (it == controllers_.end()) return 0;
-    auto ctrl = it->second;
+    auto ctrl = controllers_.find(cntlid);
+    if (!ctrl) return 0;
     spdlog::info("controller {} ({}): disconnected by the operator", ctrl->cntlid, ctrl->hostnqn);
     teardown_locked(ctrl, "disconnected by the operator", after);
   }

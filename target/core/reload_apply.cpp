@@ -45,22 +45,6 @@ const NamespaceConfig* namespace_to_open(const Change& c) {
   return nullptr;
 }
 
-// set_ana_state moves a port away from its listener's keys until the next reload: the running config says
-// what the port has, so that a reload puts the file's states back (and counts them).
-void overlay_ana_states(ListenerConfig& listener, const AnaPort& port) {
-  for (uint32_t g = 1; g <= kAnaGroupMax; ++g) {
-    const protocol::AnaState live = port.get(g);
-    if (listener.ana_state(g) == live) continue;
-    auto it = std::find_if(listener.ana.begin(), listener.ana.end(),
-                           [g](const AnaGroupState& a) { return a.group >= g; });
-    if (it != listener.ana.end() && it->group == g) {
-      it->state = live;
-    } else {
-      listener.ana.insert(it, AnaGroupState{g, live, {}});
-    }
-  }
-}
-
 }  // namespace
 
 TargetConfig TargetCore::running_config() const {
@@ -68,8 +52,7 @@ TargetConfig TargetCore::running_config() const {
   TargetConfig config;
   config.subsystems = subsystem_configs_;
   config.listeners = listeners_;
-  for (std::size_t i = 0; i < config.listeners.size() && i < ana_ports_.size(); ++i)
-    overlay_ana_states(config.listeners[i], *ana_ports_[i]);
+  ana_.overlay_live_states(config.listeners);
   return config;
 }
 
@@ -215,8 +198,8 @@ void TargetCore::notify_subsystem_locked(Subsystem& sub, const std::vector<uint3
       continue;
     }
     if (changed.empty()) continue;
-    note_changed_namespaces_locked(*ctrl, changed);
-    st.notify.push_back(release_of_locked(ctrl));
+    ControllerRegistry::note_changed_namespaces(*ctrl, changed);
+    st.notify.push_back(ControllerRegistry::release_of(ctrl));
   }
 }
 
@@ -239,38 +222,22 @@ void TargetCore::remove_subsystem_locked(const std::string& nqn, Applying& st) {
 }
 
 void TargetCore::take_listeners_locked(const change::ListenersChanged& c, Applying& st) {
-  std::vector<std::shared_ptr<AnaPort>> ports;
-  for (const auto& l : c.listeners) {
-    std::shared_ptr<AnaPort> port;
-    for (std::size_t j = 0; j < listeners_.size() && j < ana_ports_.size() && !port; ++j)
-      if (listener_key(listeners_[j]) == listener_key(l)) port = ana_ports_[j];
-    if (!port) {  // a new listener: its states as configured
-      port = std::make_shared<AnaPort>();
-      apply_ana_config(*port, l);
-    }
-    ports.push_back(std::move(port));
-  }
+  ana_.take_listeners(c.listeners);  // a listener at the same endpoint keeps its port
   listeners_ = c.listeners;
-  ana_ports_ = std::move(ports);
   st.endpoints_changed = st.endpoints_changed || c.endpoints_changed;
 }
 
 void TargetCore::apply_ana_state_locked(const change::AnaStateChanged& c, Applying& st) {
-  for (std::size_t i = 0; i < listeners_.size() && i < ana_ports_.size(); ++i) {
-    if (listener_key(listeners_[i]) != c.listener) continue;
-    const AnaPort* port = ana_ports_[i].get();
-    if (ana_ports_[i]->set(c.group, c.to) &&
-        std::find(st.ana_ports.begin(), st.ana_ports.end(), port) == st.ana_ports.end())
-      st.ana_ports.push_back(port);
-    return;
-  }
+  const AnaPort* port = ana_.set_listener_state(c.listener, c.group, c.to);
+  if (port != nullptr && std::find(st.ana_ports.begin(), st.ana_ports.end(), port) == st.ana_ports.end())
+    st.ana_ports.push_back(port);
 }
 
 // What concerns every controller, once every change is in: ANA Change events, controllers left on a
 // discovery-only listener, Discovery Log Change events.
 void TargetCore::finish_apply_locked(Applying& st) {
   if (!st.ana_ports.empty() || !st.ana_subsystems.empty()) {
-    ++ana_chgcnt_;
+    ana_.bump_change_count();
     queue_ana_events_locked(st.ana_ports, st.ana_subsystems, st.notify);
   }
   if (st.endpoints_changed) {
@@ -298,8 +265,8 @@ void TargetCore::finish_apply_locked(Applying& st) {
         static_cast<uint8_t>(protocol::LogPageId::discovery));
     for (auto& [id, ctrl] : controllers_) {
       if (!ctrl->discovery) continue;
-      queue_event_locked(*ctrl, event, kAenMaskDiscovery, protocol::kAecDiscoveryLogChange);
-      st.notify.push_back(release_of_locked(ctrl));
+      ControllerRegistry::queue_event(*ctrl, event, kAenMaskDiscovery, protocol::kAecDiscoveryLogChange);
+      st.notify.push_back(ControllerRegistry::release_of(ctrl));
     }
   }
 }
