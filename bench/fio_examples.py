@@ -6,7 +6,7 @@ What it does
   Starts rdmablk-target on 127.0.0.1 (a free port) with one subsystem and one namespace: a `ram` backend
   (data kept, so verify jobs mean something) of --ns-size bytes with 512-byte blocks (jesd219 issues 512 B
   I/O). Then, for every example of EXAMPLES (fio's examples/ folder; scripts/setup unpacks Debian's fio
-  source package, see README "fio ioengine"):
+  source package, see docs/benchmarking.md#fio-ioengine):
     rdmablk bench  FILE' -a 127.0.0.1 -s PORT -n NQN --output-format=json
     fio            FILE'' --output-format=json
   FILE'  = the example with its size= lines set to the case's size and its runtime=/timeout= lines set
