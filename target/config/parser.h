@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "config/yaml_diagnostics.h"
+#include "protocol/uuid.h"
 #include "security/dhchap_key.h"
 #include "target/config/config.h"
 
@@ -66,11 +67,11 @@ std::optional<CpuEntry> parse_cpu_entry(std::string_view text, std::string& prob
 // Splits "2, 3,6-7" at commas into entries with their offsets; spaces around an entry are dropped.
 std::vector<std::pair<std::string_view, std::size_t>> split_cpu_list(std::string_view text);
 
-// 32 hex digits, dashes anywhere; nullopt when not.
-std::optional<std::array<uint8_t, 16>> parse_hex_id(std::string_view text);
-bool is_canonical_uuid(std::string_view text);
-bool all_zero(const std::array<uint8_t, 16>& id);
-std::string hex_id(const std::array<uint8_t, 16>& id);
+// UUIDs and NGUIDs as text: protocol/uuid.h.
+using protocol::all_zero;
+using protocol::format_hex_id;
+using protocol::parse_hex_id;
+using protocol::parse_uuid;
 
 inline std::string errno_text(int err) { return std::strerror(err); }
 
