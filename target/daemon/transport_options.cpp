@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "protocol/defaults.h"
 #include "protocol/fabrics.h"
 
 namespace rdmablk::target {
@@ -9,7 +10,8 @@ namespace rdmablk::target {
 transport::BufferPoolOptions buffer_pool_options(const QueueLimits& limits) {
   transport::BufferPoolOptions o;
   // Small buffers carry in-capsule data and small I/O; large ones anything up to the max I/O size.
-  o.small_size = std::max<std::size_t>(16 * 1024, std::max(limits.admin_inline_data, limits.io_inline_data));
+  o.small_size = std::max<std::size_t>(protocol::defaults::kSmallBufferBytes,
+                                       std::max(limits.admin_inline_data, limits.io_inline_data));
   o.small_count = 1024;
   o.large_size = limits.max_io_size;
   // About 64 MiB of large buffers per reactor: enough for a queue depth of data at 512 KiB each.

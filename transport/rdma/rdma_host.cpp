@@ -13,6 +13,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "protocol/defaults.h"
 #include "protocol/rdma_cm.h"
 #include "protocol/sgl.h"
 #include "transport/rdma/rdma_queue.h"
@@ -28,7 +29,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 std::atomic<unsigned> g_live_host_queues{0};
 
-constexpr uint32_t kHostMaxInCapsule = 8 * 1024;  // capsule buffer capacity per entry beyond the SQE
+// Capsule buffer capacity per entry beyond the SQE (protocol/defaults.h).
+constexpr uint32_t kHostMaxInCapsule = protocol::defaults::kRdmaHostInCapsuleCap;
 constexpr int kPollBatch = 32;
 constexpr uint64_t kRecvTag = 1ull << 32;  // wr_id: kRecvTag | index for RECVs, cid for SENDs
 
