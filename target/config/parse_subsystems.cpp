@@ -306,7 +306,7 @@ NamespaceConfig Parser::parse_namespace(const YAML::Node& node, const std::strin
     }
     ns.block_size = static_cast<uint32_t>(bs);
   } else if (ns.backend != BackendKind::file) {
-    ns.block_size = 512;
+    ns.block_size = kDefaultBlockSize;
   }
 
   const Field* size = m.find("size");
@@ -317,7 +317,7 @@ NamespaceConfig Parser::parse_namespace(const YAML::Node& node, const std::strin
     ns.size = size_value(*size, 0, UINT64_MAX);
     ns.size_at = size->value_at;
     if (ns.size == 0) fail(size->value_at, size->path, "size must be greater than 0 (omit it to use the file's size)");
-    uint32_t bs = ns.block_size ? ns.block_size : 512;
+    uint32_t bs = block_size_or_default(ns);
     if (ns.size % bs != 0) {
       fail(size->value_at, size->path,
            "size " + std::to_string(ns.size) + " is not a multiple of the block size " + std::to_string(bs));

@@ -75,6 +75,13 @@ using protocol::parse_uuid;
 
 inline std::string errno_text(int err) { return std::strerror(err); }
 
+// A namespace's block size, 512 bytes where the config leaves it open (a file backend before its file is
+// looked at; the parser sets it for every other backend).
+constexpr uint32_t kDefaultBlockSize = 512;
+inline uint32_t block_size_or_default(const NamespaceConfig& ns) {
+  return ns.block_size ? ns.block_size : kDefaultBlockSize;
+}
+
 // One DH-HMAC-CHAP key file / one TLS PSK file (NVMeTLSkey-1 interchange format), read as load_config() does.
 Result<security::dhchap::DhchapKey> read_key_file(const std::string& path);
 Result<security::ConfiguredPsk> read_psk_file(const std::string& path);

@@ -254,7 +254,7 @@ backend::FileOptions file_options(const NamespaceConfig& ns) {
 backend::MemoryOptions memory_options(const NamespaceConfig& ns) {
   backend::MemoryOptions o;
   o.size = ns.size;
-  o.block_size = ns.block_size ? ns.block_size : 512;
+  o.block_size = block_size_or_default(ns);
   o.read_only = ns.read_only;
   return o;
 }
@@ -267,7 +267,7 @@ backend::RbdOptions rbd_options(const NamespaceConfig& ns) {
   o.ceph_conf = ns.ceph_conf;
   o.client = ns.client;
   o.keyring = ns.keyring;
-  o.block_size = ns.block_size ? ns.block_size : 512;
+  o.block_size = block_size_or_default(ns);
   o.read_only = ns.read_only;
   return o;
 }
