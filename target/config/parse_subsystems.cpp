@@ -179,43 +179,33 @@ HostConfig Parser::parse_host(const YAML::Node& node, const std::string& path, S
   }
   using protocol::auth::DhGroupId;
   using protocol::auth::HashId;
-  if (const Field* f = m.find("dhchap_hashes")) {
-    host.dhchap_hashes.clear();
+  // dhchap_hashes and dhchap_dhgroups: a non-empty list of distinct names, each one of `choices`, best first.
+  auto id_list = [&]<typename T>(const char* key, std::string_view what,
+                                 std::initializer_list<std::pair<std::string_view, T>> choices, std::vector<T>& out) {
+    const Field* f = m.find(key);
+    if (f == nullptr) return;
+    out.clear();
     auto items = sequence(*f);
     if (items.empty()) fail(f->value_at, f->path, "an empty list (leave the key out for all of them)");
     for (std::size_t i = 0; i < items.size(); ++i) {
       SourceLocation item_at = missing(items[i]) ? f->value_at : location_of(items[i].Mark());
       Field item{f->path + "[" + std::to_string(i) + "]", "", items[i], item_at, item_at};
-      HashId id = one_of<HashId>(item, "hash function",
-                                 {{"sha256", HashId::sha256}, {"sha384", HashId::sha384}, {"sha512", HashId::sha512}});
-      if (std::find(host.dhchap_hashes.begin(), host.dhchap_hashes.end(), id) != host.dhchap_hashes.end()) {
-        fail(item_at, item.path, "listed twice");
-      }
-      host.dhchap_hashes.push_back(id);
+      T id = one_of<T>(item, what, choices);
+      if (std::find(out.begin(), out.end(), id) != out.end()) fail(item_at, item.path, "listed twice");
+      out.push_back(id);
     }
     if (!host.dhchap_key.configured()) warn(f->key_at, f->path, "ignored: the host has no dhchap_key");
-  }
-  if (const Field* f = m.find("dhchap_dhgroups")) {
-    host.dhchap_dhgroups.clear();
-    auto items = sequence(*f);
-    if (items.empty()) fail(f->value_at, f->path, "an empty list (leave the key out for all of them)");
-    for (std::size_t i = 0; i < items.size(); ++i) {
-      SourceLocation item_at = missing(items[i]) ? f->value_at : location_of(items[i].Mark());
-      Field item{f->path + "[" + std::to_string(i) + "]", "", items[i], item_at, item_at};
-      DhGroupId id = one_of<DhGroupId>(item, "DH group",
-                                       {{"null", DhGroupId::null},
-                                        {"ffdhe2048", DhGroupId::ffdhe2048},
-                                        {"ffdhe3072", DhGroupId::ffdhe3072},
-                                        {"ffdhe4096", DhGroupId::ffdhe4096},
-                                        {"ffdhe6144", DhGroupId::ffdhe6144},
-                                        {"ffdhe8192", DhGroupId::ffdhe8192}});
-      if (std::find(host.dhchap_dhgroups.begin(), host.dhchap_dhgroups.end(), id) != host.dhchap_dhgroups.end()) {
-        fail(item_at, item.path, "listed twice");
-      }
-      host.dhchap_dhgroups.push_back(id);
-    }
-    if (!host.dhchap_key.configured()) warn(f->key_at, f->path, "ignored: the host has no dhchap_key");
-  }
+  };
+  id_list("dhchap_hashes", "hash function",
+          {{"sha256", HashId::sha256}, {"sha384", HashId::sha384}, {"sha512", HashId::sha512}}, host.dhchap_hashes);
+  id_list("dhchap_dhgroups", "DH group",
+          {{"null", DhGroupId::null},
+           {"ffdhe2048", DhGroupId::ffdhe2048},
+           {"ffdhe3072", DhGroupId::ffdhe3072},
+           {"ffdhe4096", DhGroupId::ffdhe4096},
+           {"ffdhe6144", DhGroupId::ffdhe6144},
+           {"ffdhe8192", DhGroupId::ffdhe8192}},
+          host.dhchap_dhgroups);
   return host;
 }
 
