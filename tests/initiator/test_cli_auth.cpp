@@ -15,7 +15,7 @@
 #include "initiator/cli_runner.h"
 #include "initiator/host/kernel_fabrics.h"
 #include "security/dhchap_key.h"
-#include "temp_dir.h"
+#include "support/temp_dir.h"
 
 using namespace rdmablk;
 using namespace rdmablk::initiator;

@@ -15,7 +15,7 @@
 #include "initiator/host/kernel_fabrics.h"
 #include "security/tls_psk.h"
 #include "transport/tcp/tcp_tls.h"
-#include "temp_dir.h"
+#include "support/temp_dir.h"
 
 using namespace rdmablk;
 using namespace rdmablk::initiator;

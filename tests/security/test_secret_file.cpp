@@ -12,7 +12,7 @@
 #include <filesystem>
 #include <string>
 
-#include "temp_dir.h"
+#include "support/temp_dir.h"
 
 namespace rdmablk::security {
 namespace {
