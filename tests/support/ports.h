@@ -1,9 +1,10 @@
-// TCP ports for tests: the one free-port helper (for configs, which refuse port 0) and a listening socket
-// that holds a port (for "port in use" tests).
+// TCP ports for tests: the one free-port helper (for configs, which refuse port 0), a listening socket
+// that holds a port (for "port in use" tests) and a raw connection to a port on 127.0.0.1.
 #pragma once
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -50,6 +51,23 @@ inline int listen_on_loopback(uint16_t* port) {
     return -1;
   }
   *port = ntohs(sa.sin_port);
+  return fd;
+}
+
+// A blocking TCP connection to 127.0.0.1:port with TCP_NODELAY (for hand-made PDUs); -1 on failure.
+inline int raw_connect(uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return -1;
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  int one = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
   return fd;
 }
 

@@ -471,22 +471,6 @@ std::vector<uint8_t> pattern(std::size_t n, uint32_t seed) {
   return v;
 }
 
-int raw_connect(uint16_t port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  return fd;
-}
-
 bool wait_peer_closed(int fd, std::chrono::milliseconds limit, std::vector<uint8_t>* received) {
   auto deadline = std::chrono::steady_clock::now() + limit;
   for (;;) {

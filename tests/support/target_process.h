@@ -220,8 +220,8 @@ rdmablk::Result<rdmablk::protocol::Cqe> flush(rdmablk::initiator::IoQueue& q, ui
 // Deterministic pseudo-random bytes.
 std::vector<uint8_t> pattern(std::size_t n, uint32_t seed);
 
-// A raw TCP connection to 127.0.0.1:port (blocking, TCP_NODELAY); -1 on failure.
-int raw_connect(uint16_t port);
+// A raw TCP connection to 127.0.0.1:port (blocking, TCP_NODELAY); -1 on failure (tests/support/ports.h).
+using rdmablk::testing::raw_connect;
 // True when the peer closes (EOF or reset) within `limit`; the bytes received meanwhile go to *received.
 bool wait_peer_closed(int fd, std::chrono::milliseconds limit, std::vector<uint8_t>* received = nullptr);
 

@@ -28,6 +28,7 @@
 #include "transport/target_queue.h"
 #include "transport/tcp/tcp_target.h"
 #include "reactor_set.h"
+#include "support/ports.h"
 
 namespace tcptest {
 
@@ -234,20 +235,7 @@ inline void write_read_verify(HostQueue& q, uint64_t lba, std::size_t bytes, uin
 
 // ---- raw sockets ---------------------------------------------------------------------------------
 
-inline int raw_connect(uint16_t port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  return fd;
-}
+using rdmablk::testing::raw_connect;  // tests/support/ports.h
 
 inline void send_all(int fd, const void* buf, std::size_t len) {
   const auto* b = static_cast<const uint8_t*>(buf);
