@@ -459,18 +459,6 @@ Result<Cqe> flush(rdmablk::initiator::IoQueue& q, uint32_t nsid) {
   return q.execute(rdmablk::protocol::make_flush(0, nsid), {}, DataDirection::none);
 }
 
-std::vector<uint8_t> pattern(std::size_t n, uint32_t seed) {
-  std::vector<uint8_t> v(n);
-  uint32_t x = seed * 2654435761u + 1;
-  for (auto& b : v) {
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    b = static_cast<uint8_t>(x);
-  }
-  return v;
-}
-
 bool wait_peer_closed(int fd, std::chrono::milliseconds limit, std::vector<uint8_t>* received) {
   auto deadline = std::chrono::steady_clock::now() + limit;
   for (;;) {

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "initiator/host/controller.h"
+#include "support/pattern.h"
 #include "support/ports.h"
 
 namespace e2e {
@@ -217,8 +218,8 @@ rdmablk::Result<rdmablk::protocol::Cqe> read_blocks(rdmablk::initiator::IoQueue&
                                                     uint32_t block_size, std::span<uint8_t> data);
 rdmablk::Result<rdmablk::protocol::Cqe> flush(rdmablk::initiator::IoQueue& q, uint32_t nsid);
 
-// Deterministic pseudo-random bytes.
-std::vector<uint8_t> pattern(std::size_t n, uint32_t seed);
+// Deterministic pseudo-random bytes (tests/support/pattern.h).
+using rdmablk::testing::pattern;
 
 // A raw TCP connection to 127.0.0.1:port (blocking, TCP_NODELAY); -1 on failure (tests/support/ports.h).
 using rdmablk::testing::raw_connect;

@@ -28,6 +28,7 @@
 #include "transport/target_queue.h"
 #include "transport/tcp/tcp_target.h"
 #include "reactor_set.h"
+#include "support/pattern.h"
 #include "support/ports.h"
 
 namespace tcptest {
@@ -209,17 +210,7 @@ inline p::Status run_one(HostQueue& q, Io& io) {
   return io.cqe.get_status();
 }
 
-inline std::vector<uint8_t> pattern(std::size_t n, uint32_t seed) {
-  std::vector<uint8_t> v(n);
-  uint32_t x = seed * 2654435761u + 1;
-  for (auto& b : v) {
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    b = static_cast<uint8_t>(x);
-  }
-  return v;
-}
+using rdmablk::testing::pattern;  // tests/support/pattern.h
 
 // Writes `bytes` of a seeded pattern at `lba`, reads them back and compares (any transport).
 inline void write_read_verify(HostQueue& q, uint64_t lba, std::size_t bytes, uint32_t seed) {
