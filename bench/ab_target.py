@@ -10,68 +10,45 @@ not a device), `rdmablk bench` pinned to --client-cpu drives it over 127.0.0.1.
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402
 
 NQN = "nqn.2024-11.io.rdmablk:ab"
 CASES = [("4k randread QD32", "randread", "4k", 32), ("4k randwrite QD32", "randwrite", "4k", 32),
          ("4k randread QD1", "randread", "4k", 1)]
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def cpu_seconds(pid):
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def run(binary, cli, case, args, work):
-    port = free_port()
+    port = benchlib.free_port()
     cfg = os.path.join(work, "ab.yaml")
-    with open(cfg, "w") as f:
-        # No control/metrics keys: an older binary would refuse them (a newer one opens its default socket, or
-        # logs that it is taken and goes on).
-        f.write(f"""listeners:
-  - transport: tcp
-    address: 127.0.0.1
-    port: {port}
-reactors: 1
-subsystems:
-  - nqn: {NQN}
-    allow_any_host: true
-    namespaces:
-      - nsid: 1
-        backend: null
-        size: 8GiB
-""")
-    log = open(os.path.join(work, "target.log"), "w")
-    target = subprocess.Popen(["taskset", "-c", str(args.target_cpu), binary, "--config", cfg], stdout=log,
-                              stderr=subprocess.STDOUT)
+    # No control/metrics keys: an older binary would refuse them (a newer one opens its default socket, or
+    # logs that it is taken and goes on).
+    benchlib.write_target_config(cfg, port, NQN, [{"nsid": 1, "backend": "null", "size": "8GiB"}],
+                                 extra="reactors: 1\n")
+    log = os.path.join(work, "target.log")
+    open(log, "w").close()
     try:
-        for _ in range(200):
-            with open(log.name) as f:
-                if "ready" in f.read():
-                    break
-            time.sleep(0.05)
+        # "ready": an older binary's ready line may be worded differently.
+        target = benchlib.start_target(["taskset", "-c", str(args.target_cpu), binary, "--config", cfg], log,
+                                       what=binary, ready="ready")
+    except benchlib.TargetError as e:
+        sys.exit(str(e))
+    try:
         name, rw, bs, qd = case
         job = os.path.join(work, "job.fio")
         with open(job, "w") as f:
             f.write(f"[j]\nnamespace=1\nrw={rw}\nbs={bs}\niodepth={qd}\nsize=8g\nruntime={args.runtime}\n"
                     f"ramp_time=1\ntime_based\n")
-        c0 = cpu_seconds(target.pid)
+        c0 = benchlib.cpu_seconds(target.pid)
         out = subprocess.run(["taskset", "-c", str(args.client_cpu), cli, "bench", job, "-t", "tcp", "-a",
                               "127.0.0.1", "-s", str(port), "-n", NQN, "--output-format=json"],
                              capture_output=True, text=True, timeout=args.runtime + 60)
-        c1 = cpu_seconds(target.pid)
+        c1 = benchlib.cpu_seconds(target.pid)
         if out.returncode != 0:
             sys.exit(f"bench failed: {out.stdout}\n{out.stderr}")
         j = json.loads(out.stdout)["jobs"][0]
@@ -80,8 +57,7 @@ subsystems:
         # CPU over the whole run (ramp included) per I/O of the measured part is biased equally for A and B.
         return iops, (c1 - c0) / max(ios, 1) * 1e6
     finally:
-        target.terminate()
-        target.wait(timeout=30)
+        benchlib.stop_proc(target, timeout=30)
 
 
 def main():

@@ -6,7 +6,7 @@ What it does
   Starts rdmablk-target on 127.0.0.1 (a free port) with one subsystem and one namespace: a `ram` backend
   (data kept, so verify jobs mean something) of --ns-size bytes with 512-byte blocks (jesd219 issues 512 B
   I/O). Then, for every example of EXAMPLES (fio's examples/ folder; scripts/setup unpacks Debian's fio
-  source package, see README "fio ioengine"):
+  source package, see docs/benchmarking.md#fio-ioengine):
     rdmablk bench  FILE' -a 127.0.0.1 -s PORT -n NQN --output-format=json
     fio            FILE'' --output-format=json
   FILE'  = the example with its size= lines set to the case's size and its runtime=/timeout= lines set
@@ -39,7 +39,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from target_matrix import cleanup_procs, free_port, log, spawn, stop_proc, tail  # noqa: E402
+import benchlib  # noqa: E402
+from benchlib import cleanup_procs, free_port, log, stop_proc  # noqa: E402
 
 NQN = "nqn.2024-11.io.rdmablk:fio-examples"
 
@@ -227,23 +228,10 @@ def main():
     work = args.keep or tempfile.mkdtemp(prefix="rdmablk-fio-examples-")
     os.makedirs(work, exist_ok=True)
     port = free_port()
-    cfg = os.path.join(work, "target.yaml")
-    with open(cfg, "w") as f:
-        f.write(f"""listeners:
-  - transport: tcp
-    address: 127.0.0.1
-    port: {port}
-subsystems:
-  - nqn: {NQN}
-    allow_any_host: true
-    namespaces:
-      - nsid: 1
-        backend: ram
-        size: {args.ns_size}
-        block_size: 512
-reactors: 1
-log_level: warn
-""")
+    cfg = benchlib.write_target_config(
+        os.path.join(work, "target.yaml"), port, NQN,
+        [{"nsid": 1, "backend": "ram", "size": args.ns_size, "block_size": 512}],
+        extra="reactors: 1\nlog_level: warn\n")
     # ioengine=rdmablk by name, as installed: Debian's fio dlopen()s "rdmablk" from the library path (the
     # install puts a symlink LIBDIR/rdmablk there); here a symlink in the work folder. (external:PATH
     # is not used: fio 3.33's io_submit_mode=offload workers lose the path and fail to load it.)
@@ -255,25 +243,18 @@ log_level: warn
     os.symlink(os.path.abspath(args.engine), link)
     fio_env = dict(os.environ, LD_LIBRARY_PATH=libdir + (":" + os.environ["LD_LIBRARY_PATH"] if os.environ.get("LD_LIBRARY_PATH") else ""))
     tlog = os.path.join(work, "target.log")
-    with open(tlog, "w") as lf:
-        pin_t = ["taskset", "-c", args.target_cpu] if args.target_cpu else []
-        proc = spawn(pin_t + [target, "--config", cfg, "--control-socket", os.path.join(work, "target.sock")],
-                     stdout=lf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    open(tlog, "w").close()
     rows, failed = [], []
+    proc = None
     try:
-        # Ready when it accepts connections (a loaded machine may take a while: wait for the event).
-        deadline = time.monotonic() + 120
-        import socket
-        while True:
-            if proc.poll() is not None:
-                raise Failure(f"rdmablk-target exited {proc.returncode}: {tail(tlog)}")
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise Failure(f"rdmablk-target not listening after 120 s: {tail(tlog)}")
-                time.sleep(0.1)
+        # Ready when it accepts connections (log_level: warn hides the ready line; a loaded machine may take a
+        # while).
+        pin_t = ["taskset", "-c", args.target_cpu] if args.target_cpu else []
+        try:
+            proc = benchlib.start_target(pin_t + [target, "--config", cfg, "--control-socket",
+                                                  os.path.join(work, "target.sock")], tlog, timeout=120, port=port)
+        except benchlib.TargetError as e:
+            raise Failure(str(e))
         names = args.only or list(EXAMPLES)
         for name in names:
             src = os.path.join(args.examples, name + ".fio")
@@ -319,7 +300,8 @@ log_level: warn
     except Failure as e:
         failed.append(str(e))
     finally:
-        stop_proc(proc)
+        if proc is not None:
+            stop_proc(proc)
         cleanup_procs()
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)

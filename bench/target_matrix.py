@@ -90,6 +90,10 @@ import tempfile
 import time
 import uuid
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402
+from benchlib import cleanup_procs, cpu_ticks, forget, free_port, log, spawn, stop_proc, tail  # noqa: E402,F401
+
 NQN = "nqn.2024-11.io.rdmablk:matrix"
 TLS_HOSTNQN = "nqn.2024-11.io.rdmablk:matrix-host"
 NSID_NULL, NSID_FILE = 1, 2
@@ -111,67 +115,8 @@ CASES = [
 ]
 
 
-class BenchError(Exception):
-    pass
-
-
-def log(msg):
-    print(msg, file=sys.stderr, flush=True)
-
-
-# --- processes and cleanup ---------------------------------------------------------------------------
-
-_procs = []  # every child we started; killed (by PID) on exit
-
-
-def spawn(cmd, **kw):
-    p = subprocess.Popen(cmd, **kw)
-    _procs.append(p)
-    return p
-
-
-def stop_proc(p, timeout=15):
-    """SIGTERM (the target drains and exits 0), then SIGKILL. Returns the exit status."""
-    if p.poll() is None:
-        try:
-            p.send_signal(signal.SIGTERM)
-            p.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.wait()
-    if p in _procs:
-        _procs.remove(p)
-    return p.returncode
-
-
-def cleanup_procs():
-    for p in list(_procs):
-        stop_proc(p, timeout=5)
-
-
-def _raise_exit(signum, _frame):
-    raise SystemExit(128 + signum)
-
-
-def cpu_ticks(pid):
-    """utime + stime (fields 14, 15) of /proc/PID/stat, in clock ticks."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()  # fields[0] is field 3 (state)
-    return int(fields[11]) + int(fields[12])
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def tail(path, n=20):
-    try:
-        with open(path, errors="replace") as f:
-            return "".join(f.readlines()[-n:])
-    except OSError:
-        return ""
+# The processes, the port, the log and the target's start: bench/benchlib.py.
+BenchError = benchlib.BenchError
 
 
 # --- binaries, data file -----------------------------------------------------------------------------
@@ -254,48 +199,19 @@ class Target:
         self.port = free_port()
         self.starts += 1
         config = os.path.join(self.dir, "target.yaml")
-        tls = "\n    tls: required" if self.tls_key else ""
-        hosts = (f"    hosts:\n      - nqn: {TLS_HOSTNQN}\n        tls_psk: \"{self.tls_key[0]}\"\n" if self.tls_key
-                 else "    allow_any_host: true\n")
-        with open(config, "w") as f:
-            os.fchmod(f.fileno(), 0o600)
-            f.write(f"""listeners:
-  - transport: tcp
-    address: 127.0.0.1
-    port: {self.port}{tls}
-subsystems:
-  - nqn: {NQN}
-{hosts}    namespaces:
-      - nsid: {NSID_NULL}
-        backend: null
-        size: {NS_SIZE}
-        block_size: 4096
-      - nsid: {NSID_FILE}
-        backend: file
-        path: {self.data_file}
-        size: {NS_SIZE}
-        direct: true
-reactors: 1
-log_level: info
-""")
-        logf = open(self.log_path, "a")
-        logf.write(f"=== start {self.starts} on port {self.port}\n")
-        logf.flush()
-        self.proc = spawn(["taskset", "-c", str(self.cpu), self.binary, "--config", config, "--control-socket",
-                           os.path.join(os.path.dirname(config), "target.sock")],
-                          stdout=logf, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        logf.close()
-        deadline = time.monotonic() + 20
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise BenchError(f"{self.what} exited with status {self.proc.returncode} "
-                                 f"before it was ready; its log:\n{tail(self.log_path)}")
-            with open(self.log_path, errors="replace") as f:
-                if f.read().count("rdmablk-target ready") >= self.starts:
-                    return
-            time.sleep(0.05)
-        raise BenchError(f"{self.what} not ready after 20 s (no 'rdmablk-target ready' "
-                         f"in its log); its log:\n{tail(self.log_path)}")
+        hosts = f"      - nqn: {TLS_HOSTNQN}\n        tls_psk: \"{self.tls_key[0]}\"\n" if self.tls_key else None
+        benchlib.write_target_config(
+            config, self.port, NQN,
+            [{"nsid": NSID_NULL, "backend": "null", "size": NS_SIZE, "block_size": 4096},
+             {"nsid": NSID_FILE, "backend": "file", "path": self.data_file, "size": NS_SIZE, "direct": "true"}],
+            hosts=hosts, tls="required" if self.tls_key else None, extra="reactors: 1\nlog_level: info\n")
+        with open(self.log_path, "a") as logf:
+            logf.write(f"=== start {self.starts} on port {self.port}\n")
+        # The log keeps every start's lines: this start is ready at its own ready line, the starts-th.
+        self.proc = benchlib.start_target(
+            ["taskset", "-c", str(self.cpu), self.binary, "--config", config, "--control-socket",
+             os.path.join(os.path.dirname(config), "target.sock")],
+            self.log_path, timeout=20, what=self.what, starts=self.starts)
 
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
@@ -475,8 +391,7 @@ def run_bench(args, client, target, case, workdir):
     if args.ramp <= 0:
         w1, c1 = time.monotonic(), cpu_ticks(tpid)
         k1, client_alive_at_end = None, True
-    if p in _procs:
-        _procs.remove(p)
+    forget(p)
     target.check_alive()
     if p.returncode != 0:
         raise BenchError(f"{case[0]}: rdmablk bench exited with {p.returncode}: {err.strip()[-2000:]}")
@@ -527,7 +442,7 @@ def run_fio(args, data_file, case):
            "--output-format=json"]
     p = spawn(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     out, err = p.communicate(timeout=args.ramp + args.runtime + 120)
-    _procs.remove(p)
+    forget(p)
     if p.returncode != 0:
         raise BenchError(f"{case[0]}: fio exited with {p.returncode}: {err.strip()[-2000:]}")
     res = summarize(json.loads(out[out.index("{"):])["jobs"][0], rw)
@@ -667,8 +582,7 @@ def main():
         if not shutil.which(tool):
             sys.exit(f"error: {tool} not found")
 
-    for s in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(s, _raise_exit)
+    benchlib.exit_on_signals()
     workdir = tempfile.mkdtemp(prefix="rdmablk-matrix-")
     targets = []
     data_file = None

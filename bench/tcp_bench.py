@@ -16,13 +16,13 @@ import argparse
 import json
 import os
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import benchlib  # noqa: E402
 
 NQN = "nqn.2024-11.io.rdmablk:bench"
 CASES = [  # name, rw, bs, iodepth
@@ -31,12 +31,6 @@ CASES = [  # name, rw, bs, iodepth
     ("128k seqread QD16", "read", "128k", 16),
     ("4k randwrite QD32", "randwrite", "4k", 32),
 ]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def fill(path, size):
@@ -49,40 +43,17 @@ def fill(path, size):
 
 
 def start_target(build, workdir, port, file_path, size):
-    config = os.path.join(workdir, "bench.yaml")
-    with open(config, "w") as f:
-        f.write(f"""listeners:
-  - transport: tcp
-    address: 127.0.0.1
-    port: {port}
-subsystems:
-  - nqn: {NQN}
-    allow_any_host: true
-    namespaces:
-      - nsid: 1
-        backend: null
-        size: {size}
-      - nsid: 2
-        backend: file
-        path: {file_path}
-        size: {size}
-        direct: true
-log_level: warn
-""")
-    log = open(os.path.join(workdir, "target.log"), "w")
-    proc = subprocess.Popen([os.path.join(build, "target/rdmablk-target"), "--config", config,
-                             "--log-level", "info", "--control-socket", os.path.join(workdir, "target.sock")],
-                            stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.time() + 15
-    while time.time() < deadline:
-        if proc.poll() is not None:
-            sys.exit(f"rdmablk-target exited with {proc.returncode}; see {log.name}")
-        with open(log.name) as f:
-            if "rdmablk-target ready" in f.read():
-                return proc
-        time.sleep(0.05)
-    proc.kill()
-    sys.exit(f"rdmablk-target not ready after 15 s; see {log.name}")
+    config = benchlib.write_target_config(
+        os.path.join(workdir, "bench.yaml"), port, NQN,
+        [{"nsid": 1, "backend": "null", "size": size},
+         {"nsid": 2, "backend": "file", "path": file_path, "size": size, "direct": "true"}],
+        extra="log_level: warn\n")
+    try:
+        return benchlib.start_target([os.path.join(build, "target/rdmablk-target"), "--config", config,
+                                      "--log-level", "info", "--control-socket", os.path.join(workdir, "target.sock")],
+                                     os.path.join(workdir, "target.log"), timeout=15)
+    except benchlib.TargetError as e:
+        sys.exit(str(e))
 
 
 def run_ours(build, workdir, port, nsid, rw, bs, iodepth, runtime):
@@ -129,7 +100,7 @@ def main():
     subprocess.run(["fio", "--name=fill", f"--filename={shm_file}", f"--size={size}", "--rw=write", "--bs=1m",
                     "--output-format=terse"], check=True, stdout=subprocess.DEVNULL)
     workdir = tempfile.mkdtemp(prefix="rdmablk-bench-")
-    port = free_port()
+    port = benchlib.free_port()
     target = start_target(args.build, workdir, port, data_file, size)
     results = []
     try:
@@ -153,8 +124,7 @@ def main():
                           f"baseline {row['base_iops']:>9.0f} IOPS (avg {row['base_clat_mean_us']:6.1f} us)  "
                           f"ratio {row['ratio']:.2f}", flush=True)
     finally:
-        target.send_signal(signal.SIGTERM)
-        rc = target.wait(timeout=30)
+        rc = benchlib.stop_proc(target, timeout=30)
         os.unlink(shm_file)
         shutil.rmtree(workdir, ignore_errors=True)
         if rc != 0:

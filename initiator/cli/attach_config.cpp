@@ -2,7 +2,6 @@
 
 #include <arpa/inet.h>
 #include <fmt/format.h>
-#include <sys/stat.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -19,6 +18,7 @@
 #include "initiator/host/controller.h"
 #include "protocol/fabrics.h"
 #include "security/dhchap_key.h"
+#include "security/secret_file.h"
 #include "security/tls_psk.h"
 
 namespace rdmablk::initiator {
@@ -137,23 +137,11 @@ std::string Parser::secret(const Mapping& m, std::string_view key) const {
     std::string path =
         string_value(*file, tls ? "the path of a file holding an NVMeTLSkey-1 PSK" : "the path of a file holding a DHHC-1 secret");
     if (path.front() != '/') fail(file->value_at, file->path, in_quotes(path) + " is not an absolute path");
-    struct stat st {};
-    if (::stat(path.c_str(), &st) != 0) {
-      fail(file->value_at, file->path, fmt::format("cannot read {}: {}", path, std::strerror(errno)));
-    }
-    if (!S_ISREG(st.st_mode)) fail(file->value_at, file->path, path + " is not a regular file");
-    // The secret authenticates this host: a file every user can read gives it away.
-    if (st.st_mode & S_IROTH) {
-      fail(file->value_at, file->path,
-           fmt::format("{} is readable by every user (mode {:04o}): chmod o-rwx (e.g. 0600)", path, st.st_mode & 07777));
-    }
-    std::ifstream in(path, std::ios::binary);
-    std::ostringstream content;
-    if (in) content << in.rdbuf();
-    if (!in || in.bad()) fail(file->value_at, file->path, fmt::format("cannot read {}: {}", path, std::strerror(errno)));
-    text = content.str();
-    // A file usually ends with a newline: the key is its first line.
-    text = text.substr(0, text.find_first_of("\r\n"));
+    // One policy for every secret's file (security/secret_file.h); the key is the file's first line.
+    auto content = security::read_secret_file(path, tls ? "an NVMeTLSkey-1 PSK" : "a DHHC-1 secret");
+    if (!content) fail(file->value_at, file->path, content.error().message);
+    text = security::first_line(*content);
+    security::wipe_secret(*content);
   }
   if (where && tls) {
     if (auto k = security::parse_psk_interchange(text); !k) fail(where->value_at, where->path, k.error().message);

@@ -1,13 +1,10 @@
 #include "initiator/cli/common.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
-#include <cstring>
+
+#include "security/secret_file.h"
 
 namespace rdmablk::initiator::cli {
 
@@ -31,37 +28,16 @@ void add_connection_flags(CLI::App* app, ConnFlags& f, bool need_addr, bool need
   // nvme-cli spells it --tls_key; both work.
   auto* key = app->add_option("--tls-key,--tls_key", f.tls_key,
                               "TLS PSK in the interchange format (NVMeTLSkey-1:XX:...:, see gen-tls-key); implies --tls");
-  app->add_option("--tls-key-file", f.tls_key_file, "a file holding the TLS PSK (not readable by other users)")
+  app->add_option("--tls-key-file", f.tls_key_file, "a file holding the TLS PSK (chmod 600: other users may not read it, docs/security.md)")
       ->excludes(key);
 }
 
 Result<std::string> read_tls_key_file(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return make_error(fmt::format("cannot read {}: {}", path, std::strerror(errno)), errno);
-  struct stat st {};
-  std::string text;
-  int err = 0;
-  if (::fstat(fd, &st) != 0) {
-    err = errno;
-  } else if (!S_ISREG(st.st_mode)) {
-    err = EINVAL;
-  } else if (st.st_mode & (S_IROTH | S_IWOTH)) {
-    ::close(fd);
-    return make_error(fmt::format("{} is readable or writable by every user (mode {:04o}): chmod 600 it", path,
-                                  st.st_mode & 07777),
-                      EPERM);
-  } else {
-    char buf[512];
-    ssize_t n;
-    while ((n = ::read(fd, buf, sizeof(buf))) > 0 && text.size() < 4096) text.append(buf, static_cast<std::size_t>(n));
-    if (n < 0) err = errno;
-    std::memset(buf, 0, sizeof(buf));
-  }
-  ::close(fd);
-  if (err == EINVAL) return make_error(path + " is not a regular file", EINVAL);
-  if (err != 0) return make_error(fmt::format("cannot read {}: {}", path, std::strerror(err)), err);
-  text.resize(std::min(text.size(), text.find_first_of("\r\n")));
-  return text;
+  auto text = security::read_secret_file(path, "an NVMeTLSkey-1 PSK");
+  if (!text) return text;
+  std::string key = security::first_line(*text);
+  security::wipe_secret(*text);
+  return key;
 }
 
 Result<Resolved> resolve(const ConnFlags& f, uint16_t default_port, uint32_t default_kato_ms, const CliEnv& env,
@@ -109,7 +85,7 @@ Result<Resolved> resolve(const ConnFlags& f, uint16_t default_port, uint32_t def
       return make_error("--tls needs --tls-key or --tls-key-file here: the userspace host has no kernel keyring", EINVAL);
     }
     auto psk = parse_tls_key(key, f.tls_key_file.empty() ? "--tls-key" : f.tls_key_file);
-    std::fill(key.begin(), key.end(), '\0');
+    security::wipe_secret(key);
     if (!psk) return tl::unexpected(psk.error());
     r.tls_settings.psk = std::move(*psk);
   }

@@ -30,7 +30,7 @@ struct ConnFlags {
   // NVMe/TCP TLS 1.3 (nvme-cli's --tls, --tls_key): --tls-key / --tls-key-file imply --tls.
   bool tls = false;
   std::string tls_key;       // "NVMeTLSkey-1:..." text; never printed
-  std::string tls_key_file;  // a file holding it (not readable by other users)
+  std::string tls_key_file;  // a file holding it (security/secret_file.h policy)
 };
 
 void add_connection_flags(CLI::App* app, ConnFlags& f, bool need_addr, bool need_nqn);
@@ -51,7 +51,7 @@ struct Resolved {
 // Flags -> address (default port when -s is absent), host identity, KATO, DH-HMAC-CHAP secrets (checked).
 Result<Resolved> resolve(const ConnFlags& f, uint16_t default_port, uint32_t default_kato_ms, const CliEnv& env,
                          HostPath path = HostPath::userspace);
-// A TLS key file's first line (the file must be a regular file other users cannot read); never quoted.
+// A TLS key file's first line, read under the key-file policy of security/secret_file.h; never quoted.
 Result<std::string> read_tls_key_file(const std::string& path);
 ControllerOptions controller_options(const Resolved& r, std::string subnqn, const CliEnv& env);
 

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "initiator/host/sync_command.h"
+#include "protocol/defaults.h"
 #include "security/tls_session.h"
 #include "transport/tcp/tcp_tls.h"
 
@@ -201,9 +202,10 @@ Result<void> Controller::open_admin_queue() {
   qo.entries = opts_.admin_entries;
   qo.header_digest = opts_.header_digest;
   qo.data_digest = opts_.data_digest;
-  // NVMe/TCP admin capsules carry 8 KiB of in-capsule data (the Connect data goes in-capsule);
+  // NVMe/TCP admin capsules carry 8 KiB of in-capsule data (the Connect data goes in-capsule; protocol/defaults.h);
   // NVMe/RDMA admin capsules are 64 bytes (nvmet-rdma posts 64-byte receives there): Connect data by RDMA READ.
-  qo.in_capsule_limit = opts_.address.type == transport::TransportType::rdma ? 0 : 8192;
+  qo.in_capsule_limit =
+      opts_.address.type == transport::TransportType::rdma ? 0 : protocol::defaults::kAdminInCapsule;
   qo.connect_timeout = opts_.connect_timeout;
   auto q = opts_.connector(qo);
   if (!q) {

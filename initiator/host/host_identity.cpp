@@ -8,17 +8,11 @@
 
 #include "initiator/host/first_line.h"
 #include "protocol/fabrics.h"
+#include "protocol/uuid.h"
 
 namespace rdmablk::initiator {
 
 namespace {
-
-int hex_value(char c) noexcept {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
 
 HostId random_uuid() {
   std::random_device rd;
@@ -44,38 +38,14 @@ std::optional<HostId> machine_uuid() {
 }  // namespace
 
 Result<HostId> parse_uuid(std::string_view s) {
-  HostId id{};
-  std::size_t nibble = 0;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    char c = s[i];
-    if (c == '-') {
-      if (i != 8 && i != 13 && i != 18 && i != 23) break;
-      continue;
-    }
-    int v = hex_value(c);
-    if (v < 0 || nibble >= 32) {
-      nibble = 99;
-      break;
-    }
-    id[nibble / 2] = static_cast<uint8_t>(id[nibble / 2] | v << (nibble % 2 ? 0 : 4));
-    ++nibble;
-  }
-  bool dashed = s.size() == 36, plain = s.size() == 32;
-  if (nibble != 32 || !(dashed || plain)) {
+  auto id = protocol::parse_uuid_or_hex(s);
+  if (!id) {
     return make_error("invalid host id '" + std::string(s) + "' (expected a UUID like 3fa85f64-5717-4562-b3fc-2c963f66afa6)");
   }
-  return id;
+  return *id;
 }
 
-std::string format_uuid(const HostId& id) {
-  std::string out;
-  out.reserve(36);
-  for (std::size_t i = 0; i < id.size(); ++i) {
-    if (i == 4 || i == 6 || i == 8 || i == 10) out += '-';
-    out += fmt::format("{:02x}", id[i]);
-  }
-  return out;
-}
+std::string format_uuid(const HostId& id) { return protocol::format_uuid(id); }
 
 Result<HostIdentity> resolve_host_identity(std::optional<std::string> hostnqn, std::optional<std::string> hostid,
                                            const HostIdentitySources& sources) {

@@ -31,6 +31,7 @@
 #include "config/source_location.h"
 #include "protocol/ana.h"
 #include "protocol/auth.h"
+#include "protocol/defaults.h"
 #include "protocol/result.h"
 #include "security/tls_psk.h"
 #include "transport/address.h"
@@ -232,9 +233,10 @@ struct QueueLimits {
   uint32_t admin_queue_depth = 32;    // entries on the admin queue, 32..1024 (the Linux host uses 32)
   uint32_t max_io_queues = 64;        // I/O queues per controller (Set Features Number of Queues)
   uint32_t max_io_size = 1u << 20;    // bytes per command, a power of two >= 4096 (MDTS derives from it)
-  uint32_t admin_inline_data = 8192;  // in-capsule data on the admin queue; the Linux TCP host sends
-                                      // Connect data in-capsule and assumes 8 KiB
-  uint32_t io_inline_data = 16384;    // in-capsule data on I/O queues (IOCCSZ = (64 + this) / 16)
+  // In-capsule data on the admin queue and on I/O queues (IOCCSZ = (64 + this) / 16); why these sizes:
+  // protocol/defaults.h.
+  uint32_t admin_inline_data = protocol::defaults::kAdminInCapsule;
+  uint32_t io_inline_data = protocol::defaults::kTargetIoInCapsule;
   // Pool buffer bytes one queue (connection) may hold at once, counted as buffers (a command of up to 16 KiB
   // takes a small buffer, a longer one a max_io_size buffer). Commands beyond wait on their own queue, so a
   // host that stops reading its responses (or floods large I/O) cannot take every buffer of its reactor

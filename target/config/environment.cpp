@@ -75,7 +75,7 @@ Result<void> check_namespace_file(const TargetConfig& config, const NamespaceCon
     return {};
   }
   if (ns.size == 0) {
-    uint32_t bs = ns.block_size ? ns.block_size : 512;
+    uint32_t bs = block_size_or_default(ns);
     if (existing == 0) return error(ns.path_at, field + ".path", p + " is empty and no size is given", EINVAL);
     if (existing % bs != 0) {
       return error(

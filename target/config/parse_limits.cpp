@@ -96,8 +96,8 @@ QueueLimits Parser::parse_limits(const Field& f) {
     return v;
   };
   if (const Field* x = m.find("admin_inline_data")) {
-    // The Linux NVMe/TCP host sends the 1 KiB Connect data in-capsule and sizes it for 8 KiB.
-    limits.admin_inline_data = inline_size(*x, 8192);
+    // The Linux NVMe/TCP host sends the 1 KiB Connect data in-capsule and sizes it for 8 KiB (protocol/defaults.h).
+    limits.admin_inline_data = inline_size(*x, protocol::defaults::kAdminInCapsule);
   }
   if (const Field* x = m.find("io_inline_data")) limits.io_inline_data = inline_size(*x, 0);
   if (const Field* x = m.find("queue_buffer_bytes")) limits.queue_buffer_bytes = size_value(*x, 64 * 1024, 1ull << 40);

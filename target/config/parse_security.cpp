@@ -1,12 +1,8 @@
 #include "target/config/parser.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstdio>
+
+#include "security/secret_file.h"
 
 namespace rdmablk::target::config_impl {
 
@@ -74,74 +70,22 @@ TlsPskConfig Parser::parse_tls_psk(const Mapping& m) const {
   return psk;
 }
 
-namespace {
-
-// Reads a secret's file (see load_config()): a regular file, no symlink, not readable or writable by other
-// users, short. Errors never quote the content; the caller wipes the returned text after parsing it.
-Result<std::string> read_secret_file(const std::string& path, const char* what) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-  if (fd < 0) {
-    const int e = errno;
-    if (e == ELOOP) return make_error(path + ": a symbolic link (name the key file itself)", e);
-    return make_error("cannot read " + path + ": " + errno_text(e), e);
-  }
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    const int e = errno;
-    return make_error("cannot read " + path + ": " + errno_text(e), e);
-  }
-  if (!S_ISREG(st.st_mode)) return make_error(path + ": not a regular file", EINVAL);
-  char mode[8];
-  std::snprintf(mode, sizeof(mode), "%04o", static_cast<unsigned>(st.st_mode & 07777));
-  if ((st.st_mode & (S_IRWXO | S_IWGRP)) != 0) {
-    return make_error(path + ": mode " + mode +
-                          " lets other users read or change the secret (chmod 600 it; a group may only read it)",
-                      EPERM);
-  }
-  // A secret is at most "DHHC-1:03:" + base64 of 68 bytes + ":" and a newline; anything much longer is not one.
-  std::string text(4096, '\0');
-  std::size_t got = 0;
-  while (got < text.size()) {
-    const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int e = errno;
-      return make_error("cannot read " + path + ": " + errno_text(e), e);
-    }
-    if (n == 0) break;
-    got += static_cast<std::size_t>(n);
-  }
-  if (got == text.size()) {
-    std::fill(text.begin(), text.end(), '\0');
-    return make_error(path + ": too long for " + what, EINVAL);
-  }
-  text.resize(got);
-  return text;
-}
-
-}  // namespace
-
-
 // One DH-HMAC-CHAP key file.
 Result<security::dhchap::DhchapKey> read_key_file(const std::string& path) {
-  auto text = read_secret_file(path, "a DHHC-1 secret");
+  auto text = security::read_secret_file(path, "a DHHC-1 secret");
   if (!text) return tl::unexpected(text.error());
   auto key = security::dhchap::DhchapKey::parse(*text);
-  std::fill(text->begin(), text->end(), '\0');
+  security::wipe_secret(*text);
   if (!key) return make_error(path + ": " + key.error().message, EINVAL);
   return key;
 }
 
 // One TLS PSK file (NVMeTLSkey-1 interchange format, as `nvme gen-tls-key` prints it).
 Result<security::ConfiguredPsk> read_psk_file(const std::string& path) {
-  auto text = read_secret_file(path, "an NVMeTLSkey-1 PSK");
+  auto text = security::read_secret_file(path, "an NVMeTLSkey-1 PSK");
   if (!text) return tl::unexpected(text.error());
   auto key = security::parse_psk_interchange(*text);
-  std::fill(text->begin(), text->end(), '\0');
+  security::wipe_secret(*text);
   if (!key) return make_error(path + ": " + key.error().message, EINVAL);
   return key;
 }

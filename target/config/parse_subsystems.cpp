@@ -284,7 +284,7 @@ NamespaceConfig Parser::parse_namespace(const YAML::Node& node, const std::strin
     }
     ns.block_size = static_cast<uint32_t>(bs);
   } else if (ns.backend != BackendKind::file) {
-    ns.block_size = 512;
+    ns.block_size = kDefaultBlockSize;
   }
 
   const Field* size = m.find("size");
@@ -295,7 +295,7 @@ NamespaceConfig Parser::parse_namespace(const YAML::Node& node, const std::strin
     ns.size = size_value(*size, 0, UINT64_MAX);
     ns.size_at = size->value_at;
     if (ns.size == 0) fail(size->value_at, size->path, "size must be greater than 0 (omit it to use the file's size)");
-    uint32_t bs = ns.block_size ? ns.block_size : 512;
+    uint32_t bs = block_size_or_default(ns);
     if (ns.size % bs != 0) {
       fail(size->value_at, size->path,
            "size " + std::to_string(ns.size) + " is not a multiple of the block size " + std::to_string(bs));
@@ -321,7 +321,7 @@ NamespaceConfig Parser::parse_namespace(const YAML::Node& node, const std::strin
 void Parser::parse_ids(const Mapping& m, NamespaceConfig& ns) const {
   if (const Field* f = m.find("uuid")) {
     std::string text = scalar(*f, "a UUID such as 3f2504e0-4f89-11d3-9a0c-0305e82c3301");
-    auto id = is_canonical_uuid(text) ? parse_hex_id(text) : std::nullopt;
+    auto id = parse_uuid(text);
     if (!id) fail(f->value_at, f->path, in_quotes(text) + " is not a UUID (8-4-4-4-12 hex digits)");
     if (all_zero(*id)) fail(f->value_at, f->path, "the nil UUID is not a namespace identifier");
     ns.uuid = *id;
@@ -374,7 +374,7 @@ void Parser::check_namespaces_across_subsystems(const TargetConfig& config) cons
       auto [u, u_new] = uuids.emplace(ns.uuid, where);
       if (!u_new) fail(ns.at, path + ".uuid", "UUID " + format_uuid(ns.uuid) + " is also used by " + u->second);
       auto [g, g_new] = nguids.emplace(ns.nguid, where);
-      if (!g_new) fail(ns.at, path + ".nguid", "NGUID " + hex_id(ns.nguid) + " is also used by " + g->second);
+      if (!g_new) fail(ns.at, path + ".nguid", "NGUID " + format_hex_id(ns.nguid) + " is also used by " + g->second);
     }
   }
 }

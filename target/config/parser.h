@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "config/yaml_diagnostics.h"
+#include "protocol/uuid.h"
 #include "security/dhchap_key.h"
 #include "target/config/config.h"
 
@@ -68,13 +69,20 @@ std::optional<CpuEntry> parse_cpu_entry(std::string_view text, std::string& prob
 // Splits "2, 3,6-7" at commas into entries with their offsets; spaces around an entry are dropped.
 std::vector<std::pair<std::string_view, std::size_t>> split_cpu_list(std::string_view text);
 
-// 32 hex digits, dashes anywhere; nullopt when not.
-std::optional<std::array<uint8_t, 16>> parse_hex_id(std::string_view text);
-bool is_canonical_uuid(std::string_view text);
-bool all_zero(const std::array<uint8_t, 16>& id);
-std::string hex_id(const std::array<uint8_t, 16>& id);
+// UUIDs and NGUIDs as text: protocol/uuid.h.
+using protocol::all_zero;
+using protocol::format_hex_id;
+using protocol::parse_hex_id;
+using protocol::parse_uuid;
 
 inline std::string errno_text(int err) { return std::strerror(err); }
+
+// A namespace's block size, 512 bytes where the config leaves it open (a file backend before its file is
+// looked at; the parser sets it for every other backend).
+constexpr uint32_t kDefaultBlockSize = 512;
+inline uint32_t block_size_or_default(const NamespaceConfig& ns) {
+  return ns.block_size ? ns.block_size : kDefaultBlockSize;
+}
 
 // One DH-HMAC-CHAP key file / one TLS PSK file (NVMeTLSkey-1 interchange format), read as load_config() does.
 Result<security::dhchap::DhchapKey> read_key_file(const std::string& path);

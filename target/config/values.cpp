@@ -153,52 +153,6 @@ std::vector<std::pair<std::string_view, std::size_t>> split_cpu_list(std::string
   return out;
 }
 
-std::optional<std::array<uint8_t, 16>> parse_hex_id(std::string_view text) {
-  std::array<uint8_t, 16> out{};
-  unsigned digits = 0;
-  for (char c : text) {
-    if (c == '-') continue;
-    int v;
-    if (c >= '0' && c <= '9') {
-      v = c - '0';
-    } else if (c >= 'a' && c <= 'f') {
-      v = c - 'a' + 10;
-    } else if (c >= 'A' && c <= 'F') {
-      v = c - 'A' + 10;
-    } else {
-      return std::nullopt;
-    }
-    if (digits >= 32) return std::nullopt;
-    out[digits / 2] = static_cast<uint8_t>(out[digits / 2] | (v << (digits % 2 ? 0 : 4)));
-    ++digits;
-  }
-  if (digits != 32) return std::nullopt;
-  return out;
-}
-
-bool is_canonical_uuid(std::string_view text) {
-  if (text.size() != 36) return false;
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    bool dash = i == 8 || i == 13 || i == 18 || i == 23;
-    if (dash != (text[i] == '-')) return false;
-  }
-  return true;
-}
-
-bool all_zero(const std::array<uint8_t, 16>& id) {
-  return std::all_of(id.begin(), id.end(), [](uint8_t b) { return b == 0; });
-}
-
-std::string hex_id(const std::array<uint8_t, 16>& id) {
-  static constexpr char kHex[] = "0123456789abcdef";
-  std::string out;
-  for (uint8_t b : id) {
-    out += kHex[b >> 4];
-    out += kHex[b & 15];
-  }
-  return out;
-}
-
 }  // namespace config_impl
 
 Result<std::vector<int>> parse_cpu_list(std::string_view text) {
@@ -300,7 +254,7 @@ backend::FileOptions file_options(const NamespaceConfig& ns) {
 backend::MemoryOptions memory_options(const NamespaceConfig& ns) {
   backend::MemoryOptions o;
   o.size = ns.size;
-  o.block_size = ns.block_size ? ns.block_size : 512;
+  o.block_size = block_size_or_default(ns);
   o.read_only = ns.read_only;
   return o;
 }
@@ -313,7 +267,7 @@ backend::RbdOptions rbd_options(const NamespaceConfig& ns) {
   o.ceph_conf = ns.ceph_conf;
   o.client = ns.client;
   o.keyring = ns.keyring;
-  o.block_size = ns.block_size ? ns.block_size : 512;
+  o.block_size = block_size_or_default(ns);
   o.read_only = ns.read_only;
   return o;
 }
@@ -342,10 +296,6 @@ std::array<uint8_t, 16> derive_nguid(std::string_view subsystem_nqn, uint32_t ns
   return derive_id("nguid", subsystem_nqn, nsid);
 }
 
-std::string format_uuid(const std::array<uint8_t, 16>& uuid) {
-  std::string hex = hex_id(uuid);
-  return hex.substr(0, 8) + "-" + hex.substr(8, 4) + "-" + hex.substr(12, 4) + "-" + hex.substr(16, 4) + "-" +
-         hex.substr(20);
-}
+std::string format_uuid(const std::array<uint8_t, 16>& uuid) { return protocol::format_uuid(uuid); }
 
 }  // namespace rdmablk::target

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "protocol/defaults.h"
 #include "protocol/fabrics.h"
 
 namespace rdmablk::target {
@@ -9,7 +10,8 @@ namespace rdmablk::target {
 transport::BufferPoolOptions buffer_pool_options(const QueueLimits& limits) {
   transport::BufferPoolOptions o;
   // Small buffers carry in-capsule data and small I/O; large ones anything up to the max I/O size.
-  o.small_size = std::max<std::size_t>(16 * 1024, std::max(limits.admin_inline_data, limits.io_inline_data));
+  o.small_size = std::max<std::size_t>(protocol::defaults::kSmallBufferBytes,
+                                       std::max(limits.admin_inline_data, limits.io_inline_data));
   o.small_count = 1024;
   o.large_size = limits.max_io_size;
   // About 64 MiB of large buffers per reactor: enough for a queue depth of data at 512 KiB each.
@@ -17,9 +19,15 @@ transport::BufferPoolOptions buffer_pool_options(const QueueLimits& limits) {
   return o;
 }
 
-transport::tcp::TcpTargetOptions tcp_target_options(const QueueLimits& limits) {
-  transport::tcp::TcpTargetOptions o;
+namespace {
+
+// The queue limits both transports' target options share (TcpTargetOptions and RdmaTargetOptions have the
+// same fields for them).
+template <typename Options>
+Options queue_options(const QueueLimits& limits) {
+  Options o;
   o.admin_in_capsule = limits.admin_inline_data;
+  // Equal to what Identify's IOCCSZ advertises, so hosts never send more in-capsule data than we accept.
   o.io_in_capsule = limits.io_inline_data;
   o.max_queue_depth = static_cast<uint16_t>(std::max(limits.io_queue_depth, limits.admin_queue_depth));
   o.max_data_transfer = limits.max_io_size;
@@ -27,15 +35,14 @@ transport::tcp::TcpTargetOptions tcp_target_options(const QueueLimits& limits) {
   return o;
 }
 
+}  // namespace
+
+transport::tcp::TcpTargetOptions tcp_target_options(const QueueLimits& limits) {
+  return queue_options<transport::tcp::TcpTargetOptions>(limits);
+}
+
 transport::rdma::RdmaTargetOptions rdma_target_options(const QueueLimits& limits) {
-  transport::rdma::RdmaTargetOptions o;
-  o.admin_in_capsule = limits.admin_inline_data;
-  // Equal to what Identify's IOCCSZ advertises, so hosts never send more in-capsule data than we post.
-  o.io_in_capsule = limits.io_inline_data;
-  o.max_queue_depth = static_cast<uint16_t>(std::max(limits.io_queue_depth, limits.admin_queue_depth));
-  o.max_data_transfer = limits.max_io_size;
-  o.max_buffer_bytes = limits.queue_buffer_bytes;
-  return o;
+  return queue_options<transport::rdma::RdmaTargetOptions>(limits);
 }
 
 transport::ConnectionLimitOptions connection_limit_options(const QueueLimits& limits) {

@@ -24,6 +24,8 @@
 #include <sstream>
 #include <string>
 
+#include "support/ports.h"
+
 namespace ceph_test {
 
 #ifndef RDMABLK_SOURCE_DIR
@@ -82,7 +84,7 @@ class Cluster {
     std::stringstream ss;
     ss << in.rdbuf();
     std::string text = ss.str();
-    const int v2 = free_port(), v1 = free_port();
+    const int v2 = rdmablk::testing::pick_free_port(), v1 = rdmablk::testing::pick_free_port();
     const std::string dead = "127.0.0.1:" + std::to_string(v2);
     const size_t at = text.find("mon host = ");
     const size_t end = text.find('\n', at);
@@ -91,20 +93,6 @@ class Cluster {
     std::ofstream(path) << text;
     return dead;
   }
-  static int free_port() {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    int port = 0;
-    if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
-      port = ntohs(a.sin_port);
-    ::close(fd);
-    return port;
-  }
-
   // `rbd ARGS` as client.admin against this cluster; exit status, output in *out.
   int rbd(const std::string& args, std::string* out = nullptr) const {
     return shell("env -u CEPH_KEYRING -u CEPH_ARGS -u CEPH_CONF timeout 60 rbd -c " + conf() +

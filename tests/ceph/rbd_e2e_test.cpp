@@ -12,7 +12,7 @@
 #include "ceph/ceph_cluster.h"
 #include "protocol/command.h"
 #include "e2e_common.h"
-#include "target_process.h"
+#include "support/target_process.h"
 
 namespace {
 
@@ -197,7 +197,7 @@ TEST(RbdE2e, CheckConfigNamesTheNamespaceWhenTheClusterDoesNotAnswer) {
                          "}]\nsubsystems:\n  - nqn: " + kSubnqn +
                          "\n    allow_any_host: true\n    namespaces:\n"
                          "      - {nsid: 1, backend: rbd, pool: rbd, image: img, ceph_conf: dead.conf, client: rdmablk}\n");
-  auto r = run_process({RDMABLK_TARGET_BINARY, "--check-config", "--config", config.string()}, dir.path(), 60s);
+  auto r = run_target({"--check-config", "--config", config.string()}, dir.path());
   EXPECT_EQ(r.exit_status, 2) << r.out << r.err;
   EXPECT_NE(r.err.find(config.string() + ":6:51: subsystems[0].namespaces[0]: rbd rbd/img: cannot reach the Ceph "
                                          "cluster: "),
@@ -212,7 +212,7 @@ TEST(RbdE2e, CheckConfigNamesTheNamespaceWhenTheClusterDoesNotAnswer) {
                          "\n    allow_any_host: true\n    namespaces:\n"
                          "      - {nsid: 1, backend: rbd, pool: rbd, image: nope, ceph_conf: " +
                          cluster->conf() + ", client: rdmablk}\n");
-  r = run_process({RDMABLK_TARGET_BINARY, "--check-config", "--config", config.string()}, dir.path(), 60s);
+  r = run_target({"--check-config", "--config", config.string()}, dir.path());
   EXPECT_EQ(r.exit_status, 2) << r.out << r.err;
   EXPECT_NE(r.err.find("subsystems[0].namespaces[0]: rbd rbd/nope: cannot open the image: No such file or directory"),
             std::string::npos)

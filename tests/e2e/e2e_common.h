@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "initiator/host/controller.h"
-#include "target_process.h"
+#include "support/target_process.h"
 
 namespace e2e {
 

@@ -281,8 +281,7 @@ TEST(AuthE2e, RawHostAuthenticatesAdminAndIoQueuesAndAWrongSecretIsRefused) {
 
   // --check-config (once the ports are free again) says nothing about the secrets either.
   ASSERT_TRUE(t.stop());
-  auto check = run_process({RDMABLK_TARGET_BINARY, "--check-config", "--config", t.config_path().string()}, t.dir(),
-                           std::chrono::seconds(60));
+  auto check = run_target({"--check-config", "--config", t.config_path().string()}, t.dir());
   EXPECT_EQ(check.exit_status, 0) << check.err;
   EXPECT_EQ((check.out + check.err).find("DHHC-1"), std::string::npos);
 }
@@ -296,8 +295,7 @@ TEST(AuthE2e, AKeyFileOthersCanReadIsAConfigError) {
   const auto config = dir.path() / "target.yaml";
   write_file(config, std::string("listeners: [{address: 127.0.0.1, port: 4420}]\nsubsystems:\n  - nqn: ") + kSubnqn +
                          "\n    hosts:\n      - nqn: " + kHostA + "\n        dhchap_key_file: host-a.key\n");
-  auto r = run_process({RDMABLK_TARGET_BINARY, "--check-config", "--config", config.string()}, dir.path(),
-                       std::chrono::seconds(60));
+  auto r = run_target({"--check-config", "--config", config.string()}, dir.path());
   EXPECT_EQ(r.exit_status, 2);
   EXPECT_NE(r.err.find(config.string() + ":6:26: subsystems[0].hosts[0].dhchap_key_file: " +
                                key_file.string() + ": mode 0644"),
@@ -546,7 +544,7 @@ TEST(AuthE2e, KeyFilesOthersCanAccessAreRefusedAtStartAndReload) {
     write_file(config, "listeners: [{address: 127.0.0.1, port: " + std::to_string(pick_free_port()) +
                            "}]\nsubsystems:\n  - nqn: " + kSubnqn + "\n    hosts:\n      - nqn: " + kHostA +
                            "\n        dhchap_key_file: keys/host-a.key\n");
-    auto r = run_process({RDMABLK_TARGET_BINARY, "--config", config.string()}, dir.path(), 60s);
+    auto r = run_target({"--config", config.string()}, dir.path());
     char octal[8];
     std::snprintf(octal, sizeof(octal), "%04o", static_cast<unsigned>(mode));
     EXPECT_EQ(r.exit_status, 2) << "mode " << octal << ": " << r.err;
@@ -577,7 +575,7 @@ TEST(AuthE2e, KeyFilesOthersCanAccessAreRefusedAtStartAndReload) {
                          "}]\nsubsystems:\n  - nqn: " + kSubnqn + "\n    require_authentication: true\n" +
                          "    hosts:\n      - nqn: " + kHostA + "\n        dhchap_key: \"" + keys.host +
                          "\"\n        dhchap_ctrl_key_file: ctrl.key\n      - " + kHostB + "\n");
-  auto check = run_process({RDMABLK_TARGET_BINARY, "--check-config", "--config", config.string()}, dir.path(), 60s);
+  auto check = run_target({"--check-config", "--config", config.string()}, dir.path());
   EXPECT_EQ(check.exit_status, 0) << check.err;
   EXPECT_TRUE(contains(check.err, "warning:")) << check.err;
   expect_no_secret(check.out + check.err, keys, "--check-config output");

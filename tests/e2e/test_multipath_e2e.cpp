@@ -39,9 +39,9 @@ subsystems:
 
 // `rdmablk-target ctl ana set` on the io listener: what an operator moving the preferred path runs.
 ::testing::AssertionResult ana_set(const TargetProcess& t, const std::string& state) {
-  auto r = run_process({RDMABLK_TARGET_BINARY, "ctl", "--socket", (t.dir() / "target.sock").string(), "ana", "set",
-                        "--listener", "127.0.0.1:" + std::to_string(t.io_port()), "--group", "1", "--state", state},
-                       t.dir(), 60s);
+  auto r = ctl(t, {"ana", "set", "--listener", "127.0.0.1:" + std::to_string(t.io_port()), "--group", "1", "--state",
+                  state},
+               false);
   if (r.exit_status == 0) return ::testing::AssertionSuccess();
   return ::testing::AssertionFailure() << "ctl ana set " << state << ": exit " << r.exit_status << "\n" << r.out
                                        << r.err;

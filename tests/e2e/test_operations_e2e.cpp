@@ -15,7 +15,7 @@
 #include <thread>
 
 #include "e2e_common.h"
-#include "promtool.h"
+#include "support/promtool.h"
 #include "protocol/command.h"
 #include "protocol/log_pages.h"
 #include "protocol/status.h"
@@ -27,14 +27,6 @@ using nlohmann::json;
 namespace p = rdmablk::protocol;
 
 std::filesystem::path socket_of(const TargetProcess& t) { return t.dir() / "target.sock"; }
-
-// `rdmablk-target ctl --socket S [-o json] ARGS...`
-ProcessResult ctl(const TargetProcess& t, std::vector<std::string> args, bool as_json = true) {
-  std::vector<std::string> argv = {RDMABLK_TARGET_BINARY, "ctl", "--socket", socket_of(t).string()};
-  if (as_json) argv.insert(argv.end(), {"-o", "json"});
-  argv.insert(argv.end(), args.begin(), args.end());
-  return run_process(argv, t.dir(), 60s);
-}
 
 json ctl_json(const TargetProcess& t, std::vector<std::string> args) {
   auto r = ctl(t, args);

@@ -184,9 +184,9 @@ ConfigRun run_target_on(const TempDir& dir, const std::string& name, const std::
   ConfigRun r;
   r.path = (dir.path() / name).string();
   write_file(r.path, yaml);
-  std::vector<std::string> argv = {RDMABLK_TARGET_BINARY, "--config", r.path};
-  argv.insert(argv.end(), extra.begin(), extra.end());
-  r.result = run_process(argv, dir.path(), 60s);  // exits at once; 60 s only ends a target that started
+  std::vector<std::string> args = {"--config", r.path};
+  args.insert(args.end(), extra.begin(), extra.end());
+  r.result = run_target(args, dir.path());
   return r;
 }
 
@@ -353,7 +353,7 @@ TEST(RobustnessE2e, BadConfigurationsExitWithStatus2AndOneLineNamingFileLineAndF
   {
     // No such file at all.
     const std::string missing = (dir.path() / "no-such.yaml").string();
-    auto r = run_process({RDMABLK_TARGET_BINARY, "--config", missing}, dir.path(), 60s);
+    auto r = run_target({"--config", missing}, dir.path());
     EXPECT_EQ(r.exit_status, 2) << r.err;
     EXPECT_NE(r.err.find(missing), std::string::npos) << r.err;
   }
@@ -370,9 +370,7 @@ TEST(RobustnessE2e, BadConfigurationsExitWithStatus2AndOneLineNamingFileLineAndF
   const auto deadline = std::chrono::steady_clock::now() + 60s;
   std::string last;
   for (;;) {
-    auto r = run_process({RDMABLK_TARGET_BINARY, "ctl", "--socket", (t.dir() / "target.sock").string(), "-o", "json",
-                          "stats", "--namespace", std::to_string(nsid)},
-                         t.dir(), 60s);
+    auto r = ctl(t, {"stats", "--namespace", std::to_string(nsid)});
     last = r.out + r.err;
     auto j = nlohmann::json::parse(r.out, nullptr, false);
     if (r.exit_status == 0 && !j.is_discarded()) {

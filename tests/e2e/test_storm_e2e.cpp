@@ -163,9 +163,7 @@ std::string describe(const ProcSample& s) {
 
 // `rdmablk-target ctl --socket DIR/target.sock -o json controllers`; nullopt when the call failed.
 std::optional<json> controllers(const TargetProcess& t) {
-  auto r = run_process({RDMABLK_TARGET_BINARY, "ctl", "--socket", (t.dir() / "target.sock").string(), "-o", "json",
-                        "controllers"},
-                       t.dir(), 60s);
+  auto r = ctl(t, {"controllers"});
   if (r.timed_out || r.exit_status != 0) return std::nullopt;
   auto j = json::parse(r.out, nullptr, false);
   if (j.is_discarded() || !j.is_array()) return std::nullopt;
@@ -175,9 +173,7 @@ std::optional<json> controllers(const TargetProcess& t) {
 // malloc's bytes in use and freed-but-kept in the target (`ctl -o json status`, "process"); false when the
 // call failed.
 bool read_heap(const TargetProcess& t, ProcSample& s) {
-  auto r = run_process({RDMABLK_TARGET_BINARY, "ctl", "--socket", (t.dir() / "target.sock").string(), "-o", "json",
-                        "status"},
-                       t.dir(), 60s);
+  auto r = ctl(t, {"status"});
   if (r.timed_out || r.exit_status != 0) return false;
   auto j = json::parse(r.out, nullptr, false);
   if (j.is_discarded() || !j.contains("process")) return false;

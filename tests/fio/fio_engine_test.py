@@ -15,11 +15,14 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
+
+# The bench scripts' helpers (bench/benchlib.py): a free port and rdmablk-target started and waited for.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench"))
+import benchlib  # noqa: E402
 
 NQN = "nqn.2024-11.io.rdmablk:fio-engine"
 NS_SIZE = 64 << 20  # namespaces 2 and 3
@@ -37,12 +40,6 @@ def skip(reason):
 
 def log(msg):
     print("fio-test: " + msg, flush=True)
-
-
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 class Target:
@@ -87,32 +84,20 @@ limits:
 
     def start(self):
         for attempt in range(5):
-            self.port = free_port()
+            self.port = benchlib.free_port()
             cfg = os.path.join(self.work, "target.yaml")
             with open(cfg, "w") as f:
                 f.write(self.config())
-            logf = open(self.log_path, "w")
-            # A control socket of its own: the default one is one per machine (tests run in parallel).
-            self.proc = subprocess.Popen([self.binary, "--config", cfg, "--control-socket",
-                                          os.path.join(self.work, "target.sock")],
-                                         stdout=logf, stderr=subprocess.STDOUT)
-            logf.close()
-            deadline = time.monotonic() + 60
-            while time.monotonic() < deadline:
-                if "rdmablk-target ready" in self.log():
-                    log(f"rdmablk-target ready on tcp://127.0.0.1:{self.port} (pid {self.proc.pid})")
-                    return
-                if self.proc.poll() is not None:
-                    break
-                time.sleep(0.05)
-            text = self.log()
-            if self.proc.poll() is None:
-                self.proc.kill()
-                self.proc.wait()
-                raise Fail("rdmablk-target not ready after 60 s:\n" + text)
-            if "in use" in text and attempt < 4:  # another process took the port meanwhile
-                continue
-            raise Fail(f"rdmablk-target exited with status {self.proc.returncode} before it was ready:\n" + text)
+            open(self.log_path, "w").close()
+            try:
+                self.proc = benchlib.start_target([self.binary, "--config", cfg, "--control-socket",
+                                                   os.path.join(self.work, "target.sock")], self.log_path, timeout=60)
+            except benchlib.TargetError as e:
+                if "in use" in self.log() and attempt < 4:  # another process took the port meanwhile
+                    continue
+                raise Fail(str(e))
+            log(f"rdmablk-target ready on tcp://127.0.0.1:{self.port} (pid {self.proc.pid})")
+            return
 
     def log(self):
         try:

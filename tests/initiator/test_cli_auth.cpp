@@ -15,7 +15,7 @@
 #include "initiator/cli_runner.h"
 #include "initiator/host/kernel_fabrics.h"
 #include "security/dhchap_key.h"
-#include "temp_dir.h"
+#include "support/temp_dir.h"
 
 using namespace rdmablk;
 using namespace rdmablk::initiator;
@@ -164,7 +164,8 @@ TEST(AttachConfigDhchap, SecretsFromFilesThatOnlyTheOwnerReads) {
   auto e = parse("dhchap_secret_file: " + open.string() + "\n");
   ASSERT_FALSE(e);
   EXPECT_EQ(e.error().message, "a.yaml:3:21: dhchap_secret_file: " + open.string() +
-                                   " is readable by every user (mode 0644): chmod o-rwx (e.g. 0600)");
+                                   ": mode 0644 lets other users read or change the secret (chmod 600 it; a group may "
+                                   "only read it)");
 
   e = parse("dhchap_secret_file: host.key\n");
   ASSERT_FALSE(e);

@@ -15,7 +15,7 @@
 #include "initiator/host/kernel_fabrics.h"
 #include "security/tls_psk.h"
 #include "transport/tcp/tcp_tls.h"
-#include "temp_dir.h"
+#include "support/temp_dir.h"
 
 using namespace rdmablk;
 using namespace rdmablk::initiator;
@@ -127,7 +127,7 @@ TEST(CliTls, BadKeysAndFilesAreRefusedBeforeConnecting) {
   const std::vector<Case> cases = {
       {{"--tls"}, "--tls-key"},
       {{"--tls-key", kBadKey}, "invalid --tls-key"},
-      {{"--tls-key-file", open_file.c_str()}, "every user"},
+      {{"--tls-key-file", open_file.c_str()}, "mode 0644 lets other users read"},
       {{"--tls-key-file", bad_file.c_str()}, "bad.psk"},
       {{"--tls-key-file", "/nonexistent/key"}, "cannot read"},
       {{"--tls-key", kKey, "-t", "rdma"}, "NVMe/TCP"},
@@ -169,7 +169,7 @@ TEST(CliTls, AttachConfigKeys) {
       {std::string("mode: kernel\ntls_key: \"") + kKey + "\"\n", "keyring"},
       {std::string("transport: rdma\ntls_key: \"") + kKey + "\"\n", "tcp only"},
       {std::string("tls: false\ntls_key: \"") + kKey + "\"\n", "tls: false"},
-      {"tls_key_file: " + dir.write("open.psk", std::string(kKey) + "\n", 0644).string() + "\n", "every user"},
+      {"tls_key_file: " + dir.write("open.psk", std::string(kKey) + "\n", 0644).string() + "\n", "mode 0644 lets other users read"},
   };
   for (const auto& b : bad) {
     auto r = parse_attach_config(std::string("address: 127.0.0.1\nnqn: ") + kNqn + "\n" + b.extra, "a.yaml");

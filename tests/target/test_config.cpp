@@ -12,7 +12,8 @@
 #include "target/config/config.h"
 #include "target/config_test_util.h"
 #include "target/core/subsystem.h"
-#include "temp_dir.h"
+#include "support/ports.h"
+#include "support/temp_dir.h"
 
 namespace {
 
@@ -774,21 +775,7 @@ subsystems:
   EXPECT_NE(odd.error().message.find("is 1000 bytes, not a multiple of the block size 512"), std::string::npos);
 }
 
-// Binds a listening socket on 127.0.0.1 and returns its port (0 on failure).
-int listen_on_loopback(uint16_t* port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof sa;
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&sa), len) != 0 || ::listen(fd, 1) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) != 0) {
-    if (fd >= 0) ::close(fd);
-    return -1;
-  }
-  *port = ntohs(sa.sin_port);
-  return fd;
-}
+using rdmablk::testing::listen_on_loopback;  // tests/support/ports.h
 
 TEST(ConfigEnvironment, PortInUseNamesTheListenersLine) {
   uint16_t port = 0;

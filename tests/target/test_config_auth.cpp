@@ -11,7 +11,7 @@
 
 #include "security/dhchap_key.h"
 #include "target/config/config.h"
-#include "temp_dir.h"
+#include "support/temp_dir.h"
 
 namespace {
 

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "protocol/defaults.h"
 #include "target/config/config.h"
 #include "target/daemon/transport_options.h"
 
@@ -27,6 +28,28 @@ TEST(ConfigLimits, DefaultsBoundEveryHostAndListener) {
   EXPECT_NE(describe(*c).find("connections 4096/listener 1024/host, Connect within 10000 ms, queue buffers 32 MiB"),
             std::string::npos)
       << describe(*c);
+}
+
+// The in-capsule sizes and the small buffer size have one home, protocol/defaults.h: the config's defaults,
+// the transports' own option defaults and what the daemon passes them all say what it says.
+TEST(ConfigLimits, InCapsuleDefaultsComeFromProtocolDefaults) {
+  namespace d = rdmablk::protocol::defaults;
+  auto c = parse("");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_EQ(c->limits.admin_inline_data, d::kAdminInCapsule);
+  EXPECT_EQ(c->limits.io_inline_data, d::kTargetIoInCapsule);
+  EXPECT_EQ(c->limits.admin_inline_data, 8192u);  // the values themselves are behaviour: unchanged
+  EXPECT_EQ(c->limits.io_inline_data, 16384u);
+  EXPECT_EQ(tcp_target_options(c->limits).io_in_capsule, d::kTargetIoInCapsule);
+  EXPECT_EQ(rdma_target_options(c->limits).io_in_capsule, d::kTargetIoInCapsule);
+  EXPECT_EQ(buffer_pool_options(c->limits).small_size, d::kSmallBufferBytes);
+
+  // Without a config (tests, tools): TCP and RDMA differ on purpose (protocol/defaults.h says why).
+  EXPECT_EQ(rdmablk::transport::tcp::TcpTargetOptions{}.admin_in_capsule, d::kAdminInCapsule);
+  EXPECT_EQ(rdmablk::transport::tcp::TcpTargetOptions{}.io_in_capsule, d::kTcpIoInCapsule);
+  EXPECT_EQ(rdmablk::transport::rdma::RdmaTargetOptions{}.admin_in_capsule, d::kAdminInCapsule);
+  EXPECT_EQ(rdmablk::transport::rdma::RdmaTargetOptions{}.io_in_capsule, d::kRdmaIoInCapsule);
+  EXPECT_EQ(rdmablk::transport::BufferPoolOptions{}.small_size, d::kSmallBufferBytes);
 }
 
 TEST(ConfigLimits, ParsedAndPassedToTheTransports) {

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "support/ports.h"
 #include "target/config/config.h"
 
 namespace {
@@ -414,21 +415,7 @@ metrics: {enabled: false, address: 10.0.0.1}
             "(parsed)");
 }
 
-// Binds a listening socket on 127.0.0.1 and returns it with its port (-1 on failure).
-int listen_on_loopback(uint16_t* port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in sa{};
-  sa.sin_family = AF_INET;
-  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof sa;
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&sa), len) != 0 || ::listen(fd, 1) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len) != 0) {
-    if (fd >= 0) ::close(fd);
-    return -1;
-  }
-  *port = ntohs(sa.sin_port);
-  return fd;
-}
+using rdmablk::testing::listen_on_loopback;  // tests/support/ports.h
 
 TEST(ConfigMetricsEnvironment, ThePortMustBeFree) {
   uint16_t port = 0;

@@ -14,7 +14,7 @@
 #include "security/tls_psk.h"
 #include "target/config/config.h"
 #include "target/daemon/transport_options.h"
-#include "temp_dir.h"
+#include "support/temp_dir.h"
 
 namespace {
 

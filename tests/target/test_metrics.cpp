@@ -16,7 +16,7 @@
 
 #include "protocol/fabrics.h"
 #include "protocol/status.h"
-#include "promtool.h"
+#include "support/promtool.h"
 #include "target/metrics/metrics.h"
 
 namespace {

@@ -28,6 +28,8 @@
 #include "transport/target_queue.h"
 #include "transport/tcp/tcp_target.h"
 #include "reactor_set.h"
+#include "support/pattern.h"
+#include "support/ports.h"
 
 namespace tcptest {
 
@@ -208,17 +210,7 @@ inline p::Status run_one(HostQueue& q, Io& io) {
   return io.cqe.get_status();
 }
 
-inline std::vector<uint8_t> pattern(std::size_t n, uint32_t seed) {
-  std::vector<uint8_t> v(n);
-  uint32_t x = seed * 2654435761u + 1;
-  for (auto& b : v) {
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    b = static_cast<uint8_t>(x);
-  }
-  return v;
-}
+using rdmablk::testing::pattern;  // tests/support/pattern.h
 
 // Writes `bytes` of a seeded pattern at `lba`, reads them back and compares (any transport).
 inline void write_read_verify(HostQueue& q, uint64_t lba, std::size_t bytes, uint32_t seed) {
@@ -234,20 +226,7 @@ inline void write_read_verify(HostQueue& q, uint64_t lba, std::size_t bytes, uin
 
 // ---- raw sockets ---------------------------------------------------------------------------------
 
-inline int raw_connect(uint16_t port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  return fd;
-}
+using rdmablk::testing::raw_connect;  // tests/support/ports.h
 
 inline void send_all(int fd, const void* buf, std::size_t len) {
   const auto* b = static_cast<const uint8_t*>(buf);

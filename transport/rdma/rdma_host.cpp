@@ -13,6 +13,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "protocol/defaults.h"
 #include "protocol/rdma_cm.h"
 #include "protocol/sgl.h"
 #include "transport/host_queue_base.h"
@@ -29,7 +30,8 @@ namespace {
 using Clock = HostClock;
 std::atomic<unsigned> g_live_host_queues{0};
 
-constexpr uint32_t kHostMaxInCapsule = 8 * 1024;  // capsule buffer capacity per entry beyond the SQE
+// Capsule buffer capacity per entry beyond the SQE (protocol/defaults.h).
+constexpr uint32_t kHostMaxInCapsule = protocol::defaults::kRdmaHostInCapsuleCap;
 constexpr int kPollBatch = 32;
 constexpr uint64_t kRecvTag = 1ull << 32;  // wr_id: kRecvTag | index for RECVs, cid for SENDs
 constexpr int kDataAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;

@@ -1,5 +1,7 @@
-// End-to-end test fixtures: the real rdmablk-target binary as a child process, and helpers to run the
-// rdmablk CLI and to talk to the target with the initiator library.
+// The one way tests start rdmablk-target (the e2e and ceph suites; tests/support/, docs/testing.md): the
+// real binary as a child process (TargetProcess), run to completion on a config it should refuse or check
+// (run_target), and its control socket (ctl); helpers to run the rdmablk CLI and to talk to the target
+// with the initiator library. The file that includes this one is compiled with RDMABLK_TARGET_BINARY.
 //
 // TargetProcess writes a YAML config into a fresh temporary directory, picks free TCP ports for it
 // (the config refuses port 0, so a port is found by binding port 0 and releasing it; a start that loses
@@ -29,6 +31,8 @@
 #include <vector>
 
 #include "initiator/host/controller.h"
+#include "support/pattern.h"
+#include "support/ports.h"
 
 namespace e2e {
 
@@ -52,8 +56,8 @@ class TempDir {
   std::filesystem::path path_;
 };
 
-// A TCP port that was free a moment ago on `address` (bind port 0, read it back, close).
-uint16_t pick_free_port(const char* address = "127.0.0.1");
+// A TCP port that was free a moment ago on `address` (tests/support/ports.h).
+using rdmablk::testing::pick_free_port;
 
 std::string read_file(const std::filesystem::path& p);
 void write_file(const std::filesystem::path& p, std::string_view text);
@@ -126,6 +130,15 @@ struct ProcessResult {
 };
 ProcessResult run_process(const std::vector<std::string>& argv, const std::filesystem::path& work_dir,
                           std::chrono::milliseconds timeout = 120s);
+
+// `rdmablk-target ARGS...` run to completion in `work_dir` (a config it refuses, --check-config, --version):
+// the target exits at once there; `timeout` only ends one that started after all.
+ProcessResult run_target(const std::vector<std::string>& args, const std::filesystem::path& work_dir,
+                         std::chrono::milliseconds timeout = 60s);
+// `rdmablk-target ctl --socket DIR/target.sock [-o json] ARGS...` against a running TargetProcess (its
+// default control socket, which start() passes).
+ProcessResult ctl(const TargetProcess& t, const std::vector<std::string>& args, bool as_json = true,
+                  std::chrono::milliseconds timeout = 60s);
 
 // A child process started now, collected later (the bench during SIGTERM).
 class BackgroundProcess {
@@ -205,11 +218,11 @@ rdmablk::Result<rdmablk::protocol::Cqe> read_blocks(rdmablk::initiator::IoQueue&
                                                     uint32_t block_size, std::span<uint8_t> data);
 rdmablk::Result<rdmablk::protocol::Cqe> flush(rdmablk::initiator::IoQueue& q, uint32_t nsid);
 
-// Deterministic pseudo-random bytes.
-std::vector<uint8_t> pattern(std::size_t n, uint32_t seed);
+// Deterministic pseudo-random bytes (tests/support/pattern.h).
+using rdmablk::testing::pattern;
 
-// A raw TCP connection to 127.0.0.1:port (blocking, TCP_NODELAY); -1 on failure.
-int raw_connect(uint16_t port);
+// A raw TCP connection to 127.0.0.1:port (blocking, TCP_NODELAY); -1 on failure (tests/support/ports.h).
+using rdmablk::testing::raw_connect;
 // True when the peer closes (EOF or reset) within `limit`; the bytes received meanwhile go to *received.
 bool wait_peer_closed(int fd, std::chrono::milliseconds limit, std::vector<uint8_t>* received = nullptr);
 

@@ -1,4 +1,4 @@
-#include "target_process.h"
+#include "support/target_process.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -85,27 +85,6 @@ std::string substitute(std::string text, const std::vector<std::pair<std::string
   return text;
 }
 
-uint16_t pick_free_port(const char* address) {
-  // Below the kernel's ephemeral range (ip_local_port_range, 32768-60999 by default): a port taken from
-  // it can be reused as the local port of any outgoing connection on the machine while the target is
-  // down between stop() and restart(), and the restart then finds it "already in use".
-  static std::atomic<uint32_t> seed{static_cast<uint32_t>(::getpid()) * 2654435761u};
-  for (int attempt = 0; attempt < 200; ++attempt) {
-    const uint32_t r = seed.fetch_add(40503u) * 2654435761u;
-    const uint16_t candidate = static_cast<uint16_t>(20000 + (r >> 8) % 12000);
-    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return 0;
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(candidate);
-    ::inet_pton(AF_INET, address, &a.sin_addr);
-    const bool free = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
-    ::close(fd);
-    if (free) return candidate;
-  }
-  return 0;
-}
-
 // ---------------------------------------------------------------------------------------------------------
 // Child processes
 // ---------------------------------------------------------------------------------------------------------
@@ -163,6 +142,21 @@ ProcessResult run_process(const std::vector<std::string>& argv, const fs::path& 
                           std::chrono::milliseconds timeout) {
   BackgroundProcess p(argv, work_dir, fs::path(argv.at(0)).filename().string());
   return p.wait(timeout);
+}
+
+ProcessResult run_target(const std::vector<std::string>& args, const fs::path& work_dir,
+                         std::chrono::milliseconds timeout) {
+  std::vector<std::string> argv = {RDMABLK_TARGET_BINARY};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run_process(argv, work_dir, timeout);
+}
+
+ProcessResult ctl(const TargetProcess& t, const std::vector<std::string>& args, bool as_json,
+                  std::chrono::milliseconds timeout) {
+  std::vector<std::string> argv = {"ctl", "--socket", (t.dir() / "target.sock").string()};
+  if (as_json) argv.insert(argv.end(), {"-o", "json"});
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run_target(argv, t.dir(), timeout);
 }
 
 BackgroundProcess::BackgroundProcess(const std::vector<std::string>& argv, const fs::path& work_dir,
@@ -463,34 +457,6 @@ Result<Cqe> read_blocks(rdmablk::initiator::IoQueue& q, uint32_t nsid, uint64_t 
 
 Result<Cqe> flush(rdmablk::initiator::IoQueue& q, uint32_t nsid) {
   return q.execute(rdmablk::protocol::make_flush(0, nsid), {}, DataDirection::none);
-}
-
-std::vector<uint8_t> pattern(std::size_t n, uint32_t seed) {
-  std::vector<uint8_t> v(n);
-  uint32_t x = seed * 2654435761u + 1;
-  for (auto& b : v) {
-    x ^= x << 13;
-    x ^= x >> 17;
-    x ^= x << 5;
-    b = static_cast<uint8_t>(x);
-  }
-  return v;
-}
-
-int raw_connect(uint16_t port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return -1;
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  int one = 1;
-  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-  return fd;
 }
 
 bool wait_peer_closed(int fd, std::chrono::milliseconds limit, std::vector<uint8_t>* received) {
