@@ -25,6 +25,28 @@ Result<SecretBytes> transform(const DhchapKey* key, std::string_view nqn) {
   return key->transformed(nqn);
 }
 
+// The NQNs and lists checked (`lists` names what the lists are in the error), the secrets transformed.
+Result<SessionSecrets> session_secrets(const DhchapKey* host_key, const DhchapKey* ctrl_key, std::string_view host_nqn,
+                                       std::string_view subsys_nqn, const std::vector<HashId>& hashes,
+                                       const std::vector<DhGroupId>& dh_groups, const char* lists) {
+  if (host_nqn.empty() || subsys_nqn.empty()) return make_error("DH-HMAC-CHAP: empty NQN");
+  if (hashes.empty() || dh_groups.empty()) {
+    return make_error(std::string("DH-HMAC-CHAP: no hash function or no DH group ") + lists);
+  }
+  SessionSecrets k;
+  auto kh = transform(host_key, host_nqn);
+  if (!kh) return tl::unexpected(kh.error());
+  auto kc = transform(ctrl_key, subsys_nqn);
+  if (!kc) return tl::unexpected(kc.error());
+  k.host_key = std::move(*kh);
+  k.ctrl_key = std::move(*kc);
+  k.host_nqn = host_nqn;
+  k.subsys_nqn = subsys_nqn;
+  k.hashes = hashes;
+  k.dh_groups = dh_groups;
+  return k;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------------------
@@ -33,24 +55,14 @@ Result<SecretBytes> transform(const DhchapKey* key, std::string_view nqn) {
 
 Result<HostAuthSession> HostAuthSession::create(const HostAuthParams& params) {
   if (params.host_key == nullptr) return make_error("DH-HMAC-CHAP: the host has no secret");
-  if (params.host_nqn.empty() || params.subsys_nqn.empty()) return make_error("DH-HMAC-CHAP: empty NQN");
-  if (params.hashes.empty() || params.dh_groups.empty()) {
-    return make_error("DH-HMAC-CHAP: no hash function or no DH group to offer");
-  }
+  auto keys = session_secrets(params.host_key, params.ctrl_key, params.host_nqn, params.subsys_nqn, params.hashes,
+                              params.dh_groups, "to offer");
+  if (!keys) return tl::unexpected(keys.error());
   HostAuthSession s;
-  auto kh = transform(params.host_key, params.host_nqn);
-  if (!kh) return tl::unexpected(kh.error());
-  auto kc = transform(params.ctrl_key, params.subsys_nqn);
-  if (!kc) return tl::unexpected(kc.error());
-  s.host_key_ = std::move(*kh);
-  s.ctrl_key_ = std::move(*kc);
-  s.host_nqn_ = params.host_nqn;
-  s.subsys_nqn_ = params.subsys_nqn;
-  s.hashes_ = params.hashes;
-  s.dh_groups_ = params.dh_groups;
+  s.keys_ = std::move(*keys);
   s.t_id_ = params.t_id;
   s.out_.resize(auth::kMaxTransferLength);
-  auto n = auth::encode_negotiate(s.out_, s.t_id_, auth::SecureChannel::none, s.hashes_, s.dh_groups_);
+  auto n = auth::encode_negotiate(s.out_, s.t_id_, auth::SecureChannel::none, s.keys_.hashes, s.keys_.dh_groups);
   if (!n) return make_error(std::string("DH-HMAC-CHAP: cannot build AUTH_Negotiate: ") + n.error().what);
   s.out_.resize(*n);
   return s;
@@ -159,11 +171,11 @@ void HostAuthSession::on_challenge(std::span<const uint8_t> data) {
     fail_with_failure2(ch.error().explanation, ch.error().what);
     return;
   }
-  if (std::find(hashes_.begin(), hashes_.end(), ch->hash) == hashes_.end()) {
+  if (std::find(keys_.hashes.begin(), keys_.hashes.end(), ch->hash) == keys_.hashes.end()) {
     fail_with_failure2(FailureExplanation::hash_unusable, "the controller chose a hash function not offered");
     return;
   }
-  if (std::find(dh_groups_.begin(), dh_groups_.end(), ch->dh_group) == dh_groups_.end()) {
+  if (std::find(keys_.dh_groups.begin(), keys_.dh_groups.end(), ch->dh_group) == keys_.dh_groups.end()) {
     fail_with_failure2(FailureExplanation::dhgroup_unusable, "the controller chose a DH group not offered");
     return;
   }
@@ -187,14 +199,14 @@ void HostAuthSession::on_challenge(std::span<const uint8_t> data) {
   }
   ResponseInput in;
   in.hash = hash_;
-  in.key = host_key_.view();
+  in.key = keys_.host_key.view();
   in.challenge = ch->challenge;
   in.shared_secret = shared_secret_.view();
   in.seqnum = ch->seqnum;
   in.t_id = t_id_;
   in.sc_c = 0;
-  in.host_nqn = host_nqn_;
-  in.subsys_nqn = subsys_nqn_;
+  in.host_nqn = keys_.host_nqn;
+  in.subsys_nqn = keys_.subsys_nqn;
   auto r1 = host_response(in);
   if (!r1) {
     fail_with_failure2(r1.error().explanation, r1.error().what);
@@ -247,14 +259,14 @@ void HostAuthSession::on_success1(std::span<const uint8_t> data) {
   }
   ResponseInput in;
   in.hash = hash_;
-  in.key = ctrl_key_.view();
+  in.key = keys_.ctrl_key.view();
   in.challenge = c2_.view();
   in.shared_secret = shared_secret_.view();
   in.seqnum = s2_;
   in.t_id = t_id_;
   in.sc_c = 0;  // the kernel hashes 00h in R2 (see controller_response)
-  in.host_nqn = host_nqn_;
-  in.subsys_nqn = subsys_nqn_;
+  in.host_nqn = keys_.host_nqn;
+  in.subsys_nqn = keys_.subsys_nqn;
   auto expected = controller_response(in);
   if (!expected) {
     fail_with_failure2(expected.error().explanation, expected.error().what);
@@ -279,21 +291,11 @@ void HostAuthSession::on_success1(std::span<const uint8_t> data) {
 // ---------------------------------------------------------------------------------------------------------
 
 Result<ControllerAuthSession> ControllerAuthSession::create(const ControllerAuthParams& params) {
-  if (params.host_nqn.empty() || params.subsys_nqn.empty()) return make_error("DH-HMAC-CHAP: empty NQN");
-  if (params.hashes.empty() || params.dh_groups.empty()) {
-    return make_error("DH-HMAC-CHAP: no hash function or no DH group allowed");
-  }
+  auto keys = session_secrets(params.host_key, params.ctrl_key, params.host_nqn, params.subsys_nqn, params.hashes,
+                              params.dh_groups, "allowed");
+  if (!keys) return tl::unexpected(keys.error());
   ControllerAuthSession s;
-  auto kh = transform(params.host_key, params.host_nqn);
-  if (!kh) return tl::unexpected(kh.error());
-  auto kc = transform(params.ctrl_key, params.subsys_nqn);
-  if (!kc) return tl::unexpected(kc.error());
-  s.host_key_ = std::move(*kh);
-  s.ctrl_key_ = std::move(*kc);
-  s.subsys_nqn_ = params.subsys_nqn;
-  s.host_nqn_ = params.host_nqn;
-  s.hashes_ = params.hashes;
-  s.dh_groups_ = params.dh_groups;
+  s.keys_ = std::move(*keys);
   return s;
 }
 
@@ -383,12 +385,12 @@ void ControllerAuthSession::on_negotiate(std::span<const uint8_t> data) {
     fail(FailureExplanation::concat_mismatch, "secure channel concatenation is not offered");
     return;
   }
-  auto hash = auth::select_hash(*neg, hashes_);
+  auto hash = auth::select_hash(*neg, keys_.hashes);
   if (!hash) {
     fail(hash.error().explanation, hash.error().what);
     return;
   }
-  auto group = auth::select_dh_group(*neg, dh_groups_);
+  auto group = auth::select_dh_group(*neg, keys_.dh_groups);
   if (!group) {
     fail(group.error().explanation, group.error().what);
     return;
@@ -427,7 +429,7 @@ void ControllerAuthSession::on_reply(std::span<const uint8_t> data) {
     fail(FailureExplanation::incorrect_payload, "Reply DHVLEN is not the chosen DH group's size");
     return;
   }
-  if (host_key_.empty()) {
+  if (keys_.host_key.empty()) {
     fail(FailureExplanation::failed, "no DH-HMAC-CHAP secret is configured for this host");
     return;
   }
@@ -442,14 +444,14 @@ void ControllerAuthSession::on_reply(std::span<const uint8_t> data) {
   }
   ResponseInput in;
   in.hash = hash_;
-  in.key = host_key_.view();
+  in.key = keys_.host_key.view();
   in.challenge = c1_.view();
   in.shared_secret = shared.view();
   in.seqnum = s1_;
   in.t_id = t_id_;
   in.sc_c = 0;
-  in.host_nqn = host_nqn_;
-  in.subsys_nqn = subsys_nqn_;
+  in.host_nqn = keys_.host_nqn;
+  in.subsys_nqn = keys_.subsys_nqn;
   auto expected = host_response(in);
   if (!expected) {
     fail(expected.error().explanation, expected.error().what);
@@ -461,11 +463,11 @@ void ControllerAuthSession::on_reply(std::span<const uint8_t> data) {
   }
   cvalid_ = rep->cvalid;
   if (cvalid_) {
-    if (ctrl_key_.empty()) {
+    if (keys_.ctrl_key.empty()) {
       fail(FailureExplanation::failed, "the host asks for bidirectional authentication: no controller secret");
       return;
     }
-    in.key = ctrl_key_.view();
+    in.key = keys_.ctrl_key.view();
     in.challenge = rep->challenge;
     in.seqnum = rep->seqnum;
     in.sc_c = 0;  // as the kernel hashes R2

@@ -52,6 +52,17 @@ struct AuthFailure {
 // Host side
 // ---------------------------------------------------------------------------------------------------------
 
+// What both ends of a transaction hold: the two secrets transformed with their owners' NQNs (empty for a
+// missing key), the NQNs and the hash functions and DH groups on offer, best first.
+struct SessionSecrets {
+  SecretBytes host_key;
+  SecretBytes ctrl_key;
+  std::string host_nqn;
+  std::string subsys_nqn;
+  std::vector<HashId> hashes;
+  std::vector<DhGroupId> dh_groups;
+};
+
 struct HostAuthParams {
   const DhchapKey* host_key = nullptr;  // required
   const DhchapKey* ctrl_key = nullptr;  // set: bidirectional (the controller must prove itself)
@@ -93,7 +104,7 @@ class HostAuthSession {
 
   HashId hash() const noexcept { return hash_; }
   DhGroupId dh_group() const noexcept { return dh_group_; }
-  bool bidirectional() const noexcept { return !ctrl_key_.empty(); }
+  bool bidirectional() const noexcept { return !keys_.ctrl_key.empty(); }
 
  private:
   enum class State { send_negotiate, await_challenge, send_reply, await_success1, send_success2,
@@ -103,12 +114,7 @@ class HostAuthSession {
   void on_challenge(std::span<const uint8_t> data);
   void on_success1(std::span<const uint8_t> data);
 
-  SecretBytes host_key_;  // transformed
-  SecretBytes ctrl_key_;  // transformed; empty when unidirectional
-  std::string host_nqn_;
-  std::string subsys_nqn_;
-  std::vector<HashId> hashes_;
-  std::vector<DhGroupId> dh_groups_;
+  SessionSecrets keys_;  // ctrl_key empty when unidirectional
   uint16_t t_id_ = 0;
 
   State state_ = State::send_negotiate;
@@ -177,12 +183,7 @@ class ControllerAuthSession {
   void on_reply(std::span<const uint8_t> data);
   std::vector<uint8_t> failure1(uint32_t allocation_length);
 
-  SecretBytes host_key_;  // transformed; empty when the host has no secret
-  SecretBytes ctrl_key_;  // transformed; empty without a controller secret
-  std::string subsys_nqn_;
-  std::string host_nqn_;
-  std::vector<HashId> hashes_;
-  std::vector<DhGroupId> dh_groups_;
+  SessionSecrets keys_;  // host_key empty when the host has no secret; ctrl_key without a controller secret
 
   Step step_ = Step::negotiate;
   uint32_t transactions_ = 0;
