@@ -42,20 +42,22 @@ const char* dh_group_name(auth::DhGroupId g) noexcept {
   return "?";
 }
 
+// What Authentication Send and Receive check alike, in this order: the reserved flags, the length the
+// command gives (TL / AL: decoded, at most `max`), and a data transfer of that length in `dir`.
+template <typename Length>
+Status check_auth_transfer(const TargetRequest& req, const Length& length, uint32_t max,
+                           transport::DataDirection dir) noexcept {
+  if (Status s = check_common_flags(req.sqe.hdr); !s.ok()) return s;
+  if (!length || *length > max) return st::invalid_field;
+  return check_data(req, dir, *length);
+}
+
 }  // namespace
 
 void TargetCore::auth_send(CoreQueue& q, TargetRequest& req) noexcept {
-  if (Status s = check_common_flags(req.sqe.hdr); !s.ok()) {
-    finish(req, s);
-    return;
-  }
   const auto cmd = protocol::as<auth::AuthenticationSendCommand>(req.sqe);
-  auto tl = auth::check_authentication_send(cmd);  // SECP, SPSP0/1, TL != 0
-  if (!tl || *tl > kMaxAuthSend) {
-    finish(req, st::invalid_field);
-    return;
-  }
-  if (Status s = check_data(req, transport::DataDirection::host_to_controller, *tl); !s.ok()) {
+  const auto tl = auth::check_authentication_send(cmd);  // SECP, SPSP0/1, TL != 0
+  if (Status s = check_auth_transfer(req, tl, kMaxAuthSend, transport::DataDirection::host_to_controller); !s.ok()) {
     finish(req, s);
     return;
   }
@@ -86,17 +88,9 @@ void TargetCore::auth_send_with_data(CoreQueue& q, TargetRequest& req) noexcept 
 }
 
 void TargetCore::auth_receive(CoreQueue& q, TargetRequest& req) noexcept {
-  if (Status s = check_common_flags(req.sqe.hdr); !s.ok()) {
-    finish(req, s);
-    return;
-  }
   const auto cmd = protocol::as<auth::AuthenticationReceiveCommand>(req.sqe);
-  auto al = auth::check_authentication_receive(cmd);  // SECP, SPSP0/1, AL != 0
-  if (!al || *al > kMaxAuthReceive) {
-    finish(req, st::invalid_field);
-    return;
-  }
-  if (Status s = check_data(req, transport::DataDirection::controller_to_host, *al); !s.ok()) {
+  const auto al = auth::check_authentication_receive(cmd);  // SECP, SPSP0/1, AL != 0
+  if (Status s = check_auth_transfer(req, al, kMaxAuthReceive, transport::DataDirection::controller_to_host); !s.ok()) {
     finish(req, s);
     return;
   }
