@@ -208,6 +208,7 @@ class RdmaTargetQueue final : public TargetQueueBase<RdmaTargetQueue, RdmaSlot> 
   void parse_capsule(Slot& s, uint32_t len, uint16_t recv_index) noexcept;
   void queue_post(Slot& s, Post what) noexcept;
   bool try_post(Slot& s) noexcept;
+  void fill_data_wrs(const Slot& s, uint32_t n, ibv_wr_opcode op, ibv_send_wr* wrs, ibv_sge* sges) const noexcept;
   bool post_read(Slot& s) noexcept;
   bool post_response(Slot& s) noexcept;
   void run_pending() noexcept;
