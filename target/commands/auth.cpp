@@ -69,22 +69,29 @@ void TargetCore::auth_send(CoreQueue& q, TargetRequest& req) noexcept {
   }
 }
 
-void TargetCore::auth_send_with_data(CoreQueue& q, TargetRequest& req) noexcept {
+template <typename Step>
+bool TargetCore::auth_step(CoreQueue& q, TargetRequest& req, Step&& step) noexcept {
   auto* session = auth_session(q);
   if (session == nullptr) {
     finish(req, st::internal_error);
-    return;
+    return false;
   }
   const uint32_t transactions = session->transactions();
   const bool failed = session->state().status == AuthStatus::failed;
   try {
-    session->on_send({req.data, req.data_length});
+    step(*session);
   } catch (...) {  // allocation failure: the command fails, the queue goes on
     finish(req, st::internal_error);
-    return;
+    return false;
   }
   auth_step_done(q, transactions, failed);
-  finish(req, st::success);
+  return true;
+}
+
+void TargetCore::auth_send_with_data(CoreQueue& q, TargetRequest& req) noexcept {
+  if (auth_step(q, req, [&](auto& session) { session.on_send({req.data, req.data_length}); })) {
+    finish(req, st::success);
+  }
 }
 
 void TargetCore::auth_receive(CoreQueue& q, TargetRequest& req) noexcept {
@@ -94,22 +101,10 @@ void TargetCore::auth_receive(CoreQueue& q, TargetRequest& req) noexcept {
     finish(req, s);
     return;
   }
-  auto* session = auth_session(q);
-  if (session == nullptr) {
-    finish(req, st::internal_error);
-    return;
-  }
-  const uint32_t transactions = session->transactions();
-  const bool failed = session->state().status == AuthStatus::failed;
   std::vector<uint8_t> message;
-  try {
-    message = session->next_receive(*al);
-  } catch (...) {
-    finish(req, st::internal_error);
-    return;
+  if (auth_step(q, req, [&](auto& session) { message = session.next_receive(*al); })) {
+    finish_with_data(req, message);  // at most AL bytes, the rest of the buffer zeroed
   }
-  auth_step_done(q, transactions, failed);
-  finish_with_data(req, message);  // at most AL bytes, the rest of the buffer zeroed
 }
 
 security::dhchap::ControllerAuthSession* TargetCore::auth_session(CoreQueue& q) noexcept {

@@ -208,6 +208,10 @@ class TargetCore final : public transport::TargetQueueHandler {
   void auth_send_with_data(CoreQueue& q, transport::TargetRequest& req) noexcept;
   void auth_receive(CoreQueue& q, transport::TargetRequest& req) noexcept;
   security::dhchap::ControllerAuthSession* auth_session(CoreQueue& q) noexcept;
+  // One DH-HMAC-CHAP step (`step(session)`) on the queue's session, then auth_step_done; false once `req`
+  // is finished with an internal error (no session, or the step could not allocate).
+  template <typename Step>
+  bool auth_step(CoreQueue& q, transport::TargetRequest& req, Step&& step) noexcept;
   // After a session step: marks the queue (un)authenticated, logs and counts a new failure.
   void auth_step_done(CoreQueue& q, uint32_t transactions_before, bool failed_before) noexcept;
 
