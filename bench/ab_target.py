@@ -70,10 +70,12 @@ def main():
     ap.add_argument("--runtime", type=int, default=5)
     ap.add_argument("--target-cpu", type=int, default=1)
     ap.add_argument("--client-cpu", type=int, default=0)
+    ap.add_argument("--case", action="append", choices=[c[0] for c in CASES],
+                    help="run only this case (repeatable; default: all)")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as work:
         print(f"{'case':20} {'A kIOPS':>9} {'B kIOPS':>9} {'B/A':>6} {'A us/IO':>8} {'B us/IO':>8} {'B/A':>6}")
-        for case in CASES:
+        for case in [c for c in CASES if not args.case or c[0] in args.case]:
             res = {"a": [], "b": []}
             for _ in range(args.rounds):
                 for key in ("a", "b"):
