@@ -10,12 +10,11 @@
 //     transport_options.cpp), so a running target advertises the same IOCCSZ on TCP and RDMA;
 //   the transports' own option structs (transport/tcp/tcp_target_queue.h TcpTargetOptions,
 //     transport/rdma/rdma_queue.h RdmaTargetOptions), used as they are only by tests and tools that build
-//     queues without a config -> kAdminInCapsule, kTcpIoInCapsule, kRdmaIoInCapsule (their initializers
-//     still spell the numbers; tests/target/test_config_limits.cpp checks that they agree with this file);
+//     queues without a config -> kAdminInCapsule, kTcpIoInCapsule, kRdmaIoInCapsule;
 //   the initiator's admin queue (initiator/host/controller.cpp) -> kAdminInCapsule on TCP, none on RDMA;
 //   the RDMA host's capsule buffers (transport/rdma/rdma_host.cpp kHostMaxInCapsule) -> kRdmaHostInCapsuleCap;
-//   the reactors' small buffers (target/daemon/transport_options.cpp; transport/buffer_pool.h's default,
-//     checked likewise) -> kSmallBufferBytes.
+//   the reactors' small buffers (target/daemon/transport_options.cpp; transport/buffer_pool.h's default)
+//     -> kSmallBufferBytes.
 #pragma once
 
 #include <cstddef>

@@ -12,13 +12,14 @@
 #include <memory>
 #include <vector>
 
+#include "protocol/defaults.h"
 #include "protocol/result.h"
 #include "transport/slot_fifo.h"
 
 namespace rdmablk::transport {
 
 struct BufferPoolOptions {
-  std::size_t small_size = 16 * 1024;    // in-capsule data and small I/O
+  std::size_t small_size = protocol::defaults::kSmallBufferBytes;  // in-capsule data and small I/O
   unsigned small_count = 1024;
   std::size_t large_size = 1024 * 1024;  // up to the target's max I/O size (MDTS)
   unsigned large_count = 64;

@@ -39,6 +39,7 @@
 
 #include <tl/expected.hpp>
 
+#include "protocol/defaults.h"
 #include "protocol/rdma_cm.h"
 #include "protocol/status.h"
 #include "transport/address.h"
@@ -55,8 +56,8 @@ inline constexpr uint32_t kCqeSize = 16;
 inline constexpr unsigned kMaxChainChunks = 16;  // data WRs per chain (MDTS / device max message size)
 
 struct RdmaTargetOptions {
-  uint32_t admin_in_capsule = 8 * 1024;      // in-capsule data accepted on the admin queue
-  uint32_t io_in_capsule = 4 * 1024;         // ... on I/O queues (IOCCSZ = (64 + this) / 16); nvmet: 4 KiB
+  uint32_t admin_in_capsule = protocol::defaults::kAdminInCapsule;  // in-capsule data accepted on the admin queue
+  uint32_t io_in_capsule = protocol::defaults::kRdmaIoInCapsule;  // ... on I/O queues (IOCCSZ = (64 + this) / 16)
   uint16_t max_queue_depth = 128;            // highest HSQSIZE + 1 accepted for an I/O queue
   uint32_t max_data_transfer = 1024 * 1024;  // longest keyed SGL accepted (MDTS); longer -> SGL length invalid
   uint64_t max_buffer_bytes = 0;             // pool buffer bytes one queue may hold; 0 = no limit

@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "protocol/defaults.h"
 #include "protocol/tcp_pdu.h"
 #include "transport/buffer_pool.h"
 #include "transport/slot_fifo.h"
@@ -44,8 +45,8 @@ namespace rdmablk::transport::tcp {
 struct TcpTargetOptions {
   uint32_t maxh2cdata = 128 * 1024;        // ICResp MAXH2CDATA; >= 4096 and a multiple of 4 (Linux host checks)
   uint32_t max_c2h_data = 128 * 1024;      // data bytes per C2HData PDU
-  uint32_t admin_in_capsule = 8 * 1024;    // in-capsule data accepted on the admin queue (Linux host: 8 KiB)
-  uint32_t io_in_capsule = 8 * 1024;       // ... on I/O queues (IOCCSZ = (64 + this) / 16)
+  uint32_t admin_in_capsule = protocol::defaults::kAdminInCapsule;  // in-capsule data accepted on the admin queue
+  uint32_t io_in_capsule = protocol::defaults::kTcpIoInCapsule;  // ... on I/O queues (IOCCSZ = (64 + this) / 16)
   uint16_t max_queue_depth = 128;          // commands the host may have outstanding per connection
   uint32_t max_data_transfer = 1024 * 1024;  // longest data SGL accepted (MDTS); longer -> SGL length invalid
   uint32_t rx_buffer = 64 * 1024;          // receive staging bytes per connection
