@@ -7,9 +7,8 @@
 // and ::poll() is the wait when there is nothing to do.
 //
 // TLS (HostQueueOptions::tls): the handshake runs in connect_tcp_host_queue() before ICReq, reading record
-// by record when kTLS may follow; with kTLS the queue is the plain one on the same fd, else HostTls below
-// stands in for sendmsg / readv (userspace records: a send's iovecs gathered into records, a receive's
-// iovecs filled from decrypted records).
+// by record when kTLS may follow; afterwards the queue's bytes go through a TcpHostIo (tcp_host_io.h) that
+// is plain, kTLS or userspace records, so nothing here branches on TLS.
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -34,6 +33,7 @@
 #include "transport/tcp/tcp_host.h"
 #include "transport/tcp/tcp_host_queue.h"
 #include "transport/tcp/pdu_receiver.h"
+#include "transport/tcp/tcp_host_io.h"
 #include "transport/tcp/tcp_io.h"
 #include "transport/tcp/tcp_tls.h"
 
@@ -43,111 +43,17 @@ namespace p = rdmablk::protocol;
 namespace pt = rdmablk::protocol::tcp;
 
 namespace tcp {
-namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Waits for `events` on `fd` (or POLLIN on `wake_fd` when >= 0) until `deadline`. Returns fd's revents,
-// 0 on timeout or wake-up, -errno on failure.
-int wait_fd(int fd, short events, Clock::time_point deadline, int wake_fd = -1) noexcept {
-  for (;;) {
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-    if (left < 0) left = 0;
-    pollfd pfds[2] = {{fd, events, 0}, {wake_fd, POLLIN, 0}};
-    int rc = ::poll(pfds, wake_fd >= 0 ? 2 : 1, static_cast<int>(std::min<long long>(left, 1 << 30)));
-    if (rc > 0) return pfds[0].revents;
-    if (rc == 0) return 0;
-    if (errno != EINTR) return -errno;
-  }
-}
-
-}  // namespace
-
 namespace detail {
-
-// Userspace TLS records on a non-blocking socket: what sendmsg / readv / send are on a plain queue.
-struct HostTls {
-  static constexpr std::size_t kCipher = 64 * 1024;
-  static constexpr std::size_t kMaxPlainPerSend = 256 * 1024;
-
-  std::unique_ptr<security::TlsSession> session;
-  std::vector<uint8_t> rx = std::vector<uint8_t>(kCipher);
-  std::vector<uint8_t> tx = std::vector<uint8_t>(kCipher);
-  std::size_t tx_off = 0;
-  std::size_t tx_len = 0;
-  std::vector<uint8_t> stage = std::vector<uint8_t>(kTlsRecordPlain);
-  std::string where;  // the controller's address, for logs
-
-  bool out_pending() const noexcept { return tx_off != tx_len || session->pending_output() != 0; }
-
-  // Sends queued ciphertext without blocking: 1 all out, 0 the socket is full, -errno.
-  int flush(int fd) noexcept {
-    for (;;) {
-      if (tx_off == tx_len) {
-        tx_off = 0;
-        tx_len = session->read_output(tx);
-        if (tx_len == 0) return 1;
-      }
-      ssize_t n = ::send(fd, tx.data() + tx_off, tx_len - tx_off, MSG_NOSIGNAL | MSG_DONTWAIT);
-      if (n < 0) {
-        if (errno == EINTR) continue;
-        if (errno == EAGAIN || errno == EWOULDBLOCK) return 0;
-        return -errno;
-      }
-      tx_off += static_cast<std::size_t>(n);
-    }
-  }
-
-  // sendmsg: plaintext bytes taken (encrypted; the ciphertext goes out now or with later flushes), or -1
-  // with errno (EAGAIN while earlier ciphertext waits for the socket).
-  ssize_t send(int fd, const iovec* iov, unsigned n) noexcept {
-    if (out_pending()) {
-      const int f = flush(fd);
-      if (f < 0) return errno = -f, -1;
-      if (f == 0) return errno = EAGAIN, -1;
-    }
-    const long taken = encrypt_iov(*session, iov, n, kMaxPlainPerSend, stage);
-    if (taken < 0) return errno = EPROTO, -1;
-    const int f = flush(fd);
-    if (f < 0) return errno = -f, -1;
-    return taken;
-  }
-
-  // readv: plaintext bytes, 0 at the end of the stream, -1 with errno (EAGAIN: nothing more for now).
-  ssize_t recv(int fd, const iovec* iov, unsigned n) noexcept {
-    for (;;) {
-      const TlsFill f = decrypt_iov(*session, iov, n);
-      if (out_pending()) (void)flush(fd);  // a KeyUpdate answered
-      if (f.status == security::TlsIo::failed) {
-        spdlog::warn("nvme-tcp host {}: TLS: {}", where, session->error().message);
-        return errno = EPROTO, -1;
-      }
-      if (f.bytes != 0) return static_cast<ssize_t>(f.bytes);
-      if (f.status == security::TlsIo::closed) return 0;
-      ssize_t r = ::recv(fd, rx.data(), rx.size(), MSG_DONTWAIT);
-      if (r <= 0) {
-        if (r < 0 && errno == EINTR) continue;
-        return r;
-      }
-      if (!session->feed(std::span<const uint8_t>(rx.data(), static_cast<std::size_t>(r)))) {
-        return errno = ENOMEM, -1;
-      }
-    }
-  }
-
-  // A TermReq right before the connection goes: best effort.
-  void send_now(int fd, std::span<const uint8_t> bytes) noexcept {
-    if (out_pending() || session->encrypt(bytes) != security::TlsIo::ok) return;
-    (void)flush(fd);
-  }
-};
 
 // ---- TcpHostQueue: socket I/O and errors ---------------------------------------------------------
 
-TcpHostQueue::TcpHostQueue(int fd, const HostQueueOptions& opts, const pt::TcpSession& session, std::unique_ptr<HostTls> tls,
-             bool ktls)
+TcpHostQueue::TcpHostQueue(int fd, const HostQueueOptions& opts, const pt::TcpSession& session,
+                           std::unique_ptr<TcpHostIo> io)
     : HostQueueBase(opts), fd_(fd), session_(session), rx_(64 * 1024, pt::Receiver::host, session_),
-      tls_(std::move(tls)), ktls_(ktls) {
+      io_(std::move(io)) {
   const std::size_t n = std::max<uint16_t>(opts.entries, 1);
   init_slots(n, n);
 }
@@ -169,7 +75,7 @@ bool TcpHostQueue::drive() noexcept {
 
 int TcpHostQueue::wait(Clock::time_point deadline) noexcept {
   short events = POLLIN;
-  if (!tx_.empty() || txq_head_ != kNone || (tls_ && tls_->out_pending())) events |= POLLOUT;
+  if (!tx_.empty() || !txq_.empty() || io_->out_pending()) events |= POLLOUT;
   const int rc = wait_fd(fd_, events, deadline, wake_fd_);
   if (rc < 0) fail(-rc, "poll");
   return rc;  // 0: timeout, or the wake fd: the owner has other work
@@ -177,8 +83,8 @@ int TcpHostQueue::wait(Clock::time_point deadline) noexcept {
 
 bool TcpHostQueue::flush_tx() noexcept {
   bool progress = false;
-  if (tls_ && tls_->out_pending()) {
-    const int f = tls_->flush(fd_);
+  if (io_->out_pending()) {
+    const int f = io_->flush(fd_);
     if (f < 0) {
       fail(-f, "send");
       return false;
@@ -189,21 +95,15 @@ bool TcpHostQueue::flush_tx() noexcept {
   for (;;) {
     if (tx_.empty()) {
       tx_.reset();
-      while (txq_head_ != kNone) {
-        const uint16_t cid = txq_head_;
+      while (!txq_.empty()) {
+        const uint16_t cid = txq_.front();
         if (!serialize(cid)) break;
-        HostSlot& s = slots_[cid];
-        txq_head_ = s.tx_next;
-        if (txq_head_ == kNone) txq_tail_ = kNone;
-        s.in_txq = false;
+        txq_.pop_front(slots_);
+        slots_[cid].in_txq = false;
       }
       if (tx_.empty()) return progress;
     }
-    msghdr m{};
-    m.msg_iov = tx_.pending();
-    m.msg_iovlen = tx_.pending_count();
-    ssize_t n = tls_ ? tls_->send(fd_, m.msg_iov, static_cast<unsigned>(m.msg_iovlen))
-                     : ::sendmsg(fd_, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
+    const ssize_t n = io_->send(fd_, tx_.pending(), static_cast<unsigned>(tx_.pending_count()));
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return progress;
@@ -223,9 +123,7 @@ bool TcpHostQueue::receive() noexcept {
     iovec iov[2];
     unsigned cnt = rx_.prepare(iov);
     if (cnt == 0) break;  // stopped after an error
-    ssize_t n = tls_    ? tls_->recv(fd_, iov, cnt)
-                : ktls_ ? ktls_recv_logged(iov, cnt)
-                        : ::readv(fd_, iov, static_cast<int>(cnt));
+    const ssize_t n = io_->recv(fd_, iov, cnt);
     if (n < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) break;
@@ -244,26 +142,12 @@ bool TcpHostQueue::receive() noexcept {
   return progress;
 }
 
-ssize_t TcpHostQueue::ktls_recv_logged(const iovec* iov, unsigned cnt) noexcept {
-  std::string why;
-  const ssize_t n = ktls_recv(fd_, iov, cnt, why);
-  if (n < 0 && errno == EPROTO) spdlog::warn("nvme-tcp host {}: kernel TLS: {}", to_uri(opts_.address), why);
-  return n;
-}
-
 bool TcpHostQueue::protocol_error(const pt::PduError& e, const uint8_t* hdr, std::size_t len) noexcept {
   spdlog::warn("nvme-tcp host {}: protocol error from controller: {} ({}, offset {})", to_uri(opts_.address),
                e.what, pt::fes_name(e.fes), e.offset);
   std::array<uint8_t, pt::kTermReqMaxPlen> term{};
   std::size_t n = pt::write_term_req(term, pt::PduType::h2c_term_req, e, std::span<const uint8_t>(hdr, len));
-  if (n != 0 && tx_.empty()) {
-    if (tls_) {
-      tls_->send_now(fd_, std::span<const uint8_t>(term.data(), n));
-    } else {
-      ssize_t rc = ::send(fd_, term.data(), n, MSG_DONTWAIT | MSG_NOSIGNAL);
-      (void)rc;
-    }
-  }
+  if (n != 0 && tx_.empty()) io_->send_now(fd_, std::span<const uint8_t>(term.data(), n));
   fail(EPROTO, nullptr);
   return false;
 }
@@ -282,54 +166,7 @@ void TcpHostQueue::fail(int err, const char* what) noexcept {
 
 namespace {
 
-using detail::HostTls;
 using detail::TcpHostQueue;
-
-
-// Read or write exactly `len` bytes with a deadline on a non-blocking socket.
-// With `tls` (userspace records) the bytes are plaintext inside TLS.
-Result<void> io_exact(int fd, uint8_t* buf, std::size_t len, bool writing, Clock::time_point deadline,
-                      const char* what, HostTls* tls = nullptr, bool ktls = false) {
-  std::size_t done = 0;
-  while (done < len || (writing && tls != nullptr && tls->out_pending())) {
-    ssize_t n;
-    if (ktls && !writing) {
-      const iovec v{buf + done, len - done};
-      std::string why;
-      n = ktls_recv(fd, &v, 1, why);
-      if (n < 0 && errno == EPROTO) return make_error(std::string(what) + ": kernel TLS: " + why, EPROTO);
-    } else if (tls == nullptr) {
-      n = writing ? ::send(fd, buf + done, len - done, MSG_NOSIGNAL | MSG_DONTWAIT)
-                  : ::recv(fd, buf + done, len - done, MSG_DONTWAIT);
-    } else if (writing) {
-      const iovec v{buf + done, len - done};
-      if (done == len) {
-        const int f = tls->flush(fd);
-        n = f < 0 ? (errno = -f, -1) : f == 0 ? (errno = EAGAIN, -1) : 0;
-        if (f == 1) break;
-      } else {
-        n = tls->send(fd, &v, 1);
-      }
-    } else {
-      const iovec v{buf + done, len - done};
-      n = tls->recv(fd, &v, 1);
-    }
-    if (n > 0) {
-      done += static_cast<std::size_t>(n);
-      continue;
-    }
-    if (n == 0 && !writing) return make_error(std::string(what) + ": connection closed by the controller", ECONNRESET);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
-      int e = errno;
-      return make_error(std::string(what) + ": " + std::strerror(e), e);
-    }
-    int rc = wait_fd(fd, writing ? POLLOUT : POLLIN, deadline);
-    if (rc == 0) return make_error(std::string(what) + ": timed out", ETIMEDOUT);
-    if (rc < 0) return make_error(std::string(what) + ": " + std::strerror(-rc), -rc);
-  }
-  return {};
-}
 
 
 // The TLS 1.3 handshake before ICReq. Returns the session established (kTLS enabled on fd when possible:
@@ -350,12 +187,13 @@ Result<std::unique_ptr<security::TlsSession>> tls_handshake(int fd, const TcpTls
   std::unique_ptr<security::TlsSession> session = std::move(*made);
   const bool ktls = tls.allow_ktls && security::probe_ktls().available;
   std::array<uint8_t, 16 * 1024 + 256> buf{};
+  TcpHostIo& plain = plain_tcp_host_io();  // the handshake's flights are not inside TLS yet
   for (;;) {
     const security::TlsStep step = session->handshake();
     // Our flight (or the alert after a failure) goes out first.
     while (session->pending_output() != 0) {
       const std::size_t n = session->read_output(buf);
-      if (auto r = io_exact(fd, buf.data(), n, true, deadline, "sending the TLS handshake"); !r) {
+      if (auto r = io_exact(plain, fd, buf.data(), n, true, deadline, "sending the TLS handshake"); !r) {
         if (step == security::TlsStep::failed) break;
         return failed(r.error().message, r.error().errno_value);
       }
@@ -418,7 +256,7 @@ Result<void> connect_socket(int fd, const SocketAddress& sa, const std::string& 
 
 // Connection initialization: ICReq -> ICResp (inside TLS when `tls` or kTLS). The session it negotiated.
 Result<pt::TcpSession> exchange_ic(int fd, const HostQueueOptions& opts, const std::string& where,
-                                   Clock::time_point deadline, HostTls* tls, bool ktls) {
+                                   Clock::time_point deadline, TcpHostIo& io) {
   pt::IcReqParams params;
   params.hdgst = opts.header_digest;
   params.ddgst = opts.data_digest;
@@ -426,10 +264,10 @@ Result<pt::TcpSession> exchange_ic(int fd, const HostQueueOptions& opts, const s
   const pt::IcReqPdu icreq = pt::build_icreq(params);
   std::array<uint8_t, pt::kIcPduLen> buf{};
   p::store(buf.data(), icreq);
-  if (auto r = io_exact(fd, buf.data(), buf.size(), true, deadline, "sending ICReq", tls); !r) {
+  if (auto r = io_exact(io, fd, buf.data(), buf.size(), true, deadline, "sending ICReq"); !r) {
     return tl::unexpected(r.error());
   }
-  if (auto r = io_exact(fd, buf.data(), pt::kCommonHeaderLen, false, deadline, "receiving ICResp", tls, ktls); !r) {
+  if (auto r = io_exact(io, fd, buf.data(), pt::kCommonHeaderLen, false, deadline, "receiving ICResp"); !r) {
     Error e = r.error();
     // A listener that requires TLS closes a plain connection without a word (as nvmet does).
     if (!opts.tls && e.errno_value == ECONNRESET) e.message += " (does " + where + " require TLS?)";
@@ -441,8 +279,8 @@ Result<pt::TcpSession> exchange_ic(int fd, const HostQueueOptions& opts, const s
   if (ch->type == pt::PduType::c2h_term_req) {
     return make_error("controller " + where + " refused the connection (C2HTermReq)", ECONNREFUSED);
   }
-  if (auto r = io_exact(fd, buf.data() + pt::kCommonHeaderLen, pt::kIcPduLen - pt::kCommonHeaderLen, false,
-                        deadline, "receiving ICResp", tls, ktls);
+  if (auto r = io_exact(io, fd, buf.data() + pt::kCommonHeaderLen, pt::kIcPduLen - pt::kCommonHeaderLen, false,
+                        deadline, "receiving ICResp");
       !r) {
     return tl::unexpected(r.error());
   }
@@ -471,27 +309,18 @@ Result<std::unique_ptr<HostQueue>> connect_tcp_host_queue(const HostQueueOptions
   if (auto r = connect_socket(fd, *sa, where, deadline); !r) return fail(r.error());
 
   // TLS first (TP 8011): ICReq/ICResp travel inside it.
-  std::unique_ptr<HostTls> tls;
-  bool ktls = false;
+  std::unique_ptr<security::TlsSession> tls;
   if (opts.tls) {
     auto session = tls_handshake(fd, *opts.tls, where, deadline);
     if (!session) return fail(session.error());
-    ktls = (*session)->ktls_enabled();
-    if (!ktls) {
-      try {
-        tls = std::make_unique<HostTls>();
-      } catch (...) {
-        return fail(Error{"TLS with " + where + ": out of memory", ENOMEM});
-      }
-      tls->session = std::move(*session);
-      tls->where = where;
-    }
+    tls = std::move(*session);
   }
+  std::unique_ptr<TcpHostIo> io = make_tcp_host_io(std::move(tls), where);
+  if (!io) return fail(Error{"connection to " + where + ": out of memory", ENOMEM});
 
-  auto session = exchange_ic(fd, opts, where, deadline, tls.get(), ktls);
+  auto session = exchange_ic(fd, opts, where, deadline, *io);
   if (!session) return fail(session.error());
-  return std::unique_ptr<HostQueue>(new TcpHostQueue(fd, opts, *session, std::move(tls), ktls));
+  return std::unique_ptr<HostQueue>(new TcpHostQueue(fd, opts, *session, std::move(io)));
 }
-
 }  // namespace tcp
 }  // namespace rdmablk::transport

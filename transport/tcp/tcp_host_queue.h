@@ -1,7 +1,7 @@
 // The NVMe/TCP host queue (tcp_host.h): its protocol state machine over HostQueueBase (host_queue_base.h):
 // capsules, R2T-solicited H2CData and their send batch, C2HData straight into the caller's buffer,
 // CapsuleResp, deferred completions (a response that overtook the command's data) and digest errors. How
-// the bytes reach the socket (sendmsg / readv, userspace TLS records or kTLS), the waits, protocol errors'
+// the bytes reach the socket is tcp_host_io.h (plain, kTLS or userspace TLS records); the waits, protocol errors'
 // C2HTermReq and the connection sequence are tcp_host.cpp's, the one file that includes this header.
 #pragma once
 
@@ -20,15 +20,15 @@
 #include "protocol/sgl.h"
 #include "protocol/tcp_pdu.h"
 #include "transport/host_queue_base.h"
+#include "transport/slot_fifo.h"
 #include "transport/tcp/pdu_receiver.h"
+#include "transport/tcp/tcp_host_io.h"
 #include "transport/tcp/tcp_io.h"
 
 namespace rdmablk::transport::tcp::detail {
 
 namespace p = rdmablk::protocol;
 namespace pt = rdmablk::protocol::tcp;
-
-struct HostTls;  // tcp_host.cpp: userspace TLS records
 
 constexpr uint16_t kNone = 0xFFFF;
 
@@ -59,8 +59,7 @@ class TcpHostQueue final : public HostQueueBase<TcpHostQueue, HostSlot>, private
   friend class HostQueueBase<TcpHostQueue, HostSlot>;
 
  public:
-  TcpHostQueue(int fd, const HostQueueOptions& opts, const pt::TcpSession& session, std::unique_ptr<HostTls> tls,
-               bool ktls);
+  TcpHostQueue(int fd, const HostQueueOptions& opts, const pt::TcpSession& session, std::unique_ptr<TcpHostIo> io);
   ~TcpHostQueue() override;
 
   p::Status submit(HostCommand& cmd) noexcept override {
@@ -104,13 +103,7 @@ class TcpHostQueue final : public HostQueueBase<TcpHostQueue, HostSlot>, private
     s.tx = kind;
     if (s.in_txq) return;
     s.in_txq = true;
-    s.tx_next = kNone;
-    if (txq_tail_ == kNone) {
-      txq_head_ = cid;
-    } else {
-      slots_[txq_tail_].tx_next = cid;
-    }
-    txq_tail_ = cid;
+    txq_.push_back(slots_, cid);
   }
 
   void tx_add(const void* d, std::size_t len) noexcept {
@@ -178,7 +171,6 @@ class TcpHostQueue final : public HostQueueBase<TcpHostQueue, HostSlot>, private
 
   void process_rx() noexcept { rx_.process(*this); }
 
-  ssize_t ktls_recv_logged(const iovec* iov, unsigned cnt) noexcept;
 
   // ---- PduReceiver::Handler -------------------------------------------------------------------------
 
@@ -321,17 +313,7 @@ class TcpHostQueue final : public HostQueueBase<TcpHostQueue, HostSlot>, private
   }
 
   void unlink_tx(uint16_t cid) noexcept {
-    uint16_t prev = kNone;
-    for (uint16_t c = txq_head_; c != kNone; prev = c, c = slots_[c].tx_next) {
-      if (c != cid) continue;
-      if (prev == kNone) {
-        txq_head_ = slots_[c].tx_next;
-      } else {
-        slots_[prev].tx_next = slots_[c].tx_next;
-      }
-      if (txq_tail_ == c) txq_tail_ = prev;
-      break;
-    }
+    txq_.remove(slots_, cid);
     slots_[cid].in_txq = false;
   }
 
@@ -346,7 +328,7 @@ class TcpHostQueue final : public HostQueueBase<TcpHostQueue, HostSlot>, private
     if (error_ == 0) error_ = ENOTCONN;
     tx_.reset();  // nothing more is sent: no iovec points into a caller's buffer any more
     tx_sent_ = tx_queued_;
-    txq_head_ = txq_tail_ = kNone;
+    txq_ = {};
     for (HostSlot& s : slots_) s.in_txq = false;
     fail_outstanding(st);
   }
@@ -364,13 +346,11 @@ class TcpHostQueue final : public HostQueueBase<TcpHostQueue, HostSlot>, private
   uint64_t tx_queued_ = 0;  // bytes ever put in the send batch
   uint64_t tx_sent_ = 0;    // bytes the socket took (sendmsg)
   unsigned deferred_ = 0;   // slots with response_deferred
-  uint16_t txq_head_ = kNone;
-  uint16_t txq_tail_ = kNone;
+  SlotFifo<&HostSlot::tx_next> txq_;  // slots with a capsule or H2CData to serialize, in order
 
   PduReceiver rx_;
   uint16_t rx_cid_ = kNone;
-  std::unique_ptr<HostTls> tls_;  // userspace TLS records; null: plain TCP or kTLS
-  bool ktls_ = false;             // records in the kernel: receive through ktls_recv (control records)
+  std::unique_ptr<TcpHostIo> io_;  // plain, kTLS or userspace TLS records: the socket's bytes
 };
 
 }  // namespace rdmablk::transport::tcp::detail
