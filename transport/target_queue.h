@@ -78,9 +78,10 @@ class TargetQueue {
   // Terminate the connection (fatal controller error, keep-alive expiry, shutdown). Idempotent.
   virtual void close(const char* reason) noexcept = 0;
 
-  // The core tells the transport what Connect established (queue id and size, 1-based entries), so it
-  // can size in-capsule data (admin vs I/O) and check SQ flow control.
-  virtual void set_connected(uint16_t qid, uint16_t sq_entries) noexcept = 0;
+  // The core tells the transport what Connect established (queue id and size, 1-based entries, whether the
+  // host disabled SQ flow control), so it can size in-capsule data (admin vs I/O), check SQ flow control
+  // and know when a response may be folded into the data (NVMe/TCP C2HData SUCCESS).
+  virtual void set_connected(uint16_t qid, uint16_t sq_entries, bool sq_flow_control_disabled) noexcept = 0;
 
   virtual TransportType transport_type() const noexcept = 0;
   virtual const TransportAddress& local_address() const noexcept = 0;  // the listener it came in on

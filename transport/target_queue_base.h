@@ -142,10 +142,11 @@ class TargetQueueBase : public TargetQueue {
     self().begin_close();
   }
 
-  void set_connected(uint16_t qid, uint16_t sq_entries) noexcept final {
+  void set_connected(uint16_t qid, uint16_t sq_entries, bool sq_flow_control_disabled) noexcept final {
     qid_ = qid;
     qid_known_ = true;
     if (sq_entries != 0) sq_entries_ = sq_entries;
+    sq_flow_disabled_ = sq_flow_control_disabled;
   }
 
   const TransportAddress& local_address() const noexcept final { return local_; }
@@ -335,6 +336,7 @@ class TargetQueueBase : public TargetQueue {
   uint16_t qid_ = 0;
   uint16_t sq_entries_ = 0;
   uint16_t sqhd_ = 0;
+  bool sq_flow_disabled_ = false;  // the host's Connect disabled SQ flow control (SQHD not looked at)
   unsigned core_held_ = 0;
   std::vector<Slot> slots_;
   std::vector<uint16_t> free_slots_;

@@ -209,7 +209,7 @@ void TargetCore::admin_connect(CoreQueue& q, TargetRequest& req, const ConnectCo
     q.ctrl = ctrl;
     q.auth = auth;
   }
-  q.tq->set_connected(0, sq_entries);
+  q.tq->set_connected(0, sq_entries, cmd.sq_flow_control_disabled());
   if (!auth) cancel_connect_timer(q);  // else it also bounds the authentication
   spdlog::info("controller {} created for {} on {} from {} (kato {} ms{})", ctrl->cntlid, ctrl->hostnqn,
                discovery ? std::string(protocol::kDiscoveryNqn) : ctrl->subsys->nqn, peer, ctrl->kato_ms,
@@ -263,7 +263,7 @@ void TargetCore::io_connect(CoreQueue& q, TargetRequest& req, const ConnectComma
     q.view = q.rs->view(sub, sub->table);
     q.auth = ctrl->auth;  // every I/O queue authenticates too, with the controller's settings
   }
-  q.tq->set_connected(qid, sq_entries);
+  q.tq->set_connected(qid, sq_entries, cmd.sq_flow_control_disabled());
   if (!q.auth) cancel_connect_timer(q);  // else it also bounds the authentication
   ctrl->touch_if_traffic_based();
   spdlog::debug("controller {}: I/O queue {} ({} entries) from {}", ctrl->cntlid, qid, sq_entries, peer);

@@ -35,6 +35,7 @@
 #include "protocol/result.h"
 #include "security/tls_psk.h"
 #include "transport/address.h"
+#include "transport/tcp/c2h_success.h"
 #include "transport/tcp/tcp_tls.h"
 
 namespace rdmablk::security::dhchap {
@@ -89,6 +90,9 @@ struct ListenerConfig {
   // NVMe/TCP only: TLS 1.3 with a PSK before ICReq (none / optional / required). The discovery log entry's
   // TREQ and TSAS say it.
   transport::tcp::TlsPolicy tls = transport::tcp::TlsPolicy::none;
+  // NVMe/TCP only: when a read's last C2HData PDU carries SUCCESS in place of a CapsuleResp (auto: on
+  // queues whose host disabled SQ flow control; always: every read, as SPDK's target; off: never).
+  transport::tcp::C2hSuccess c2h_success = transport::tcp::C2hSuccess::sq_flow_disabled;
   // `ana: {2: inaccessible, 3: non_optimized}`: the ANA state of groups on this listener (the "port" of nvmet),
   // ascending by group, each group once; a group not listed is optimized here. io listeners only.
   std::vector<AnaGroupState> ana;

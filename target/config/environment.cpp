@@ -265,7 +265,7 @@ CpuAvailability machine_cpus() {
 std::vector<std::string> restart_only_changes(const TargetConfig& running, const TargetConfig& reread) {
   auto same_listener = [](const ListenerConfig& a, const ListenerConfig& b) {
     return a.transport == b.transport && a.address == b.address && a.port == b.port && a.role == b.role &&
-           a.tls == b.tls;
+           a.tls == b.tls && a.c2h_success == b.c2h_success;
   };
   std::vector<std::string> keys;
   if (!std::equal(running.listeners.begin(), running.listeners.end(), reread.listeners.begin(), reread.listeners.end(),

@@ -53,8 +53,10 @@ bool listeners_overlap(const ListenerConfig& a, const ListenerConfig& b) {
 ListenerConfig Parser::parse_listener(const YAML::Node& node, const std::string& path) {
   SourceLocation at = location_of(node.Mark());
   if (!node.IsMap())
-    fail(at, path, std::string("expected a mapping (transport, address, port, role, tls, ana), got a ") + node_kind(node));
-  Mapping m(*this, node, path, at, {"transport", "address", "port", "role", "tls", "ana"});
+    fail(at, path,
+         std::string("expected a mapping (transport, address, port, role, tls, c2h_success, ana), got a ") +
+             node_kind(node));
+  Mapping m(*this, node, path, at, {"transport", "address", "port", "role", "tls", "c2h_success", "ana"});
   ListenerConfig l;
   l.at = at;
   if (const Field* f = m.find("transport")) {
@@ -81,6 +83,15 @@ ListenerConfig Parser::parse_listener(const YAML::Node& node, const std::string&
       fail(f->value_at, f->path, "TLS is for NVMe/TCP listeners only (the RDMA binding has no secure channel)");
     }
     l.tls = *policy;
+  }
+  if (const Field* f = m.find("c2h_success")) {
+    using transport::tcp::C2hSuccess;
+    l.c2h_success = one_of<C2hSuccess>(
+        *f, "c2h_success",
+        {{"auto", C2hSuccess::sq_flow_disabled}, {"always", C2hSuccess::always}, {"off", C2hSuccess::off}});
+    if (l.transport != transport::TransportType::tcp) {
+      fail(f->key_at, f->path, "c2h_success is for NVMe/TCP listeners only (RDMA sends no C2HData PDUs)");
+    }
   }
   if (const Field* f = m.find("ana")) {
     if (l.role == ListenerRole::discovery) {

@@ -240,6 +240,7 @@ Result<void> Daemon::Impl::open_listeners() {
     if (l.transport == transport::TransportType::tcp) {
       auto tcp_options = tcp_target_options(config.limits);
       tcp_options.tls = tls_server_options(l, tls_context);
+      tcp_options.c2h_success = l.c2h_success;
       auto listener = transport::tcp::TcpListener::create(address, slots, *core, tcp_options, gate);
       if (!listener) return make_error(where + ": listeners: " + listener.error().message);
       bound = &(*listener)->address();

@@ -188,7 +188,7 @@ class FakeQueue final : public tr::TargetQueue {
     closed = true;
     core_.on_queue_closed(*this);
   }
-  void set_connected(uint16_t qid, uint16_t entries) noexcept override {
+  void set_connected(uint16_t qid, uint16_t entries, bool /*sq_flow_disabled*/) noexcept override {
     qid_ = qid;
     FUZZ_CHECK(entries >= 2);
   }

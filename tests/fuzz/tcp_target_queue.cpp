@@ -250,7 +250,7 @@ class FakeCore final : public tr::TargetQueueHandler {
         static_cast<p::FabricsType>(sqe.hdr.nsid.get() & 0xFF) == p::FabricsType::connect && !closed &&
         rng_.one_in(2)) {
       const auto c = p::as<p::ConnectCommand>(sqe);
-      req.queue->set_connected(c.qid.get(), static_cast<uint16_t>(c.sqsize.get() + 1u));
+      req.queue->set_connected(c.qid.get(), static_cast<uint16_t>(c.sqsize.get() + 1u), c.sq_flow_control_disabled());
       req.cqe.set_status(p::status::success);
     } else {
       req.cqe.set_status(rng_.one_in(4) ? p::status::invalid_field : p::status::success);

@@ -219,9 +219,10 @@ class FakeTargetQueue final : public transport::TargetQueue {
     close_reason = reason;
     handler_.on_queue_closed(*this);
   }
-  void set_connected(uint16_t q, uint16_t entries) noexcept override {
+  void set_connected(uint16_t q, uint16_t entries, bool sq_flow_disabled) noexcept override {
     qid = q;
     sq_entries = entries;
+    sq_flow_control_disabled = sq_flow_disabled;
     connected = true;
   }
   transport::TransportType transport_type() const noexcept override { return type_; }
@@ -248,6 +249,7 @@ class FakeTargetQueue final : public transport::TargetQueue {
   bool closed = false;
   std::string close_reason;
   bool connected = false;
+  bool sq_flow_control_disabled = false;
   std::optional<transport::TlsIdentity> tls;  // as if the connection came over TLS with this identity
   uint16_t qid = 0;
   uint16_t sq_entries = 0;

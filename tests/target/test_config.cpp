@@ -142,6 +142,32 @@ subsystems:
   EXPECT_EQ(memory_options(ram).block_size, 512u);
 }
 
+// c2h_success: auto by default, always / off when asked; a TCP-only key, restart-only like tls.
+TEST(Config, C2hSuccessIsAListenerChoiceForTcpOnly) {
+  using rdmablk::transport::tcp::C2hSuccess;
+  TargetConfig c = parse_ok(R"(
+listeners:
+  - address: 127.0.0.1
+  - address: 127.0.0.1
+    port: 4421
+    c2h_success: always
+  - address: 127.0.0.1
+    port: 4422
+    c2h_success: "off"
+)");
+  EXPECT_EQ(c.listeners.at(0).c2h_success, C2hSuccess::sq_flow_disabled);
+  EXPECT_EQ(c.listeners.at(1).c2h_success, C2hSuccess::always);
+  EXPECT_EQ(c.listeners.at(2).c2h_success, C2hSuccess::off);
+  TargetConfig changed = c;
+  changed.listeners.at(0).c2h_success = C2hSuccess::always;
+  EXPECT_EQ(restart_only_changes(c, changed), std::vector<std::string>{"listeners"});
+  EXPECT_EQ(parse_error("listeners: [{address: 127.0.0.1, c2h_success: sometimes}]\n"),
+            "t.yaml:1:47: listeners[0].c2h_success: unknown c2h_success 'sometimes' (expected auto, always or off)");
+  EXPECT_EQ(parse_error("listeners: [{transport: rdma, address: 127.0.0.1, c2h_success: always}]\n"),
+            "t.yaml:1:51: listeners[0].c2h_success: c2h_success is for NVMe/TCP listeners only (RDMA sends no "
+            "C2HData PDUs)");
+}
+
 TEST(Config, DerivedIdentifiersAreStableAndDistinct) {
   TargetConfig a = parse_ok(kMinimal);
   TargetConfig b = parse_ok(kMinimal);
@@ -209,7 +235,7 @@ listeners:
   - address: 127.0.0.1
     colour: blue
 )"),
-            "t.yaml:3:5: listeners[0].colour: unknown key (expected one of: transport, address, port, role, tls, ana)");
+            "t.yaml:3:5: listeners[0].colour: unknown key (expected one of: transport, address, port, role, tls, c2h_success, ana)");
   EXPECT_EQ(parse_error(R"(
 listeners: [{address: 127.0.0.1}]
 limits:

@@ -58,6 +58,12 @@ struct HostView final : PduReceiver::Handler {
   };
   std::vector<p::Cqe> responses;
   std::vector<R2t> r2ts;
+  struct C2h {
+    uint16_t cid;
+    uint32_t offset, length;
+    uint8_t flags;
+  };
+  std::vector<C2h> c2hs;
   unsigned term_reqs = 0;
   unsigned icresps = 0;
   void on_pdu(PduReceiver& rx) noexcept override {
@@ -68,6 +74,11 @@ struct HostView final : PduReceiver::Handler {
       case pt::PduType::r2t: {
         const auto r = p::load<pt::R2tPdu>(rx.header().data());
         r2ts.push_back({r.cccid.get(), r.ttag.get(), r.r2to.get(), r.r2tl.get()});
+        break;
+      }
+      case pt::PduType::c2h_data: {
+        const auto d = p::load<pt::C2HDataHdr>(rx.header().data());
+        c2hs.push_back({d.cccid.get(), d.datao.get(), d.datal.get(), d.ch.flags});
         break;
       }
       case pt::PduType::c2h_term_req: ++term_reqs; break;
@@ -165,7 +176,9 @@ struct Harness {
     host_session.maxh2cdata = q->session().maxh2cdata;
     set_connected();
   }
-  void set_connected() { static_cast<TargetQueue&>(*q).set_connected(1, 128); }
+  void set_connected(bool sq_flow_disabled = false) {
+    static_cast<TargetQueue&>(*q).set_connected(1, 128, sq_flow_disabled);
+  }
 
   std::vector<uint8_t> capsule(const p::Sqe& sqe, std::span<const uint8_t> icd = {}) {
     std::vector<uint8_t> out(256);
@@ -416,6 +429,69 @@ TEST(TcpQueue, ClosingWithCommandsWaitingForTheBufferLimitFreesEverything) {
   EXPECT_EQ(h.q->buffer_bytes_reserved(), 0u);
   EXPECT_EQ(h.pool->waiters(), 0u);
 }
+
+struct FoldCase {
+  const char* name;
+  C2hSuccess mode;
+  bool sq_flow_disabled;  // what the host's Connect said
+  uint16_t sc;            // the read's status (generic set)
+  uint32_t dw0;           // its DW0
+  bool folded;            // expected: SUCCESS on the last C2HData and no CapsuleResp
+};
+
+// A read's completion rides on its last C2HData PDU only when it succeeded with nothing in DW0/DW1 and the
+// mode allows it for this queue; otherwise a CapsuleResp follows the data, as before.
+TEST(TcpQueue, ReadResponseFoldsIntoTheLastC2HDataOnlyWhenAllowed) {
+  const FoldCase cases[] = {
+      {"auto, host disabled SQ flow control", C2hSuccess::sq_flow_disabled, true, 0, 0, true},
+      {"auto, host kept SQ flow control", C2hSuccess::sq_flow_disabled, false, 0, 0, false},
+      {"always, host kept SQ flow control", C2hSuccess::always, false, 0, 0, true},
+      {"off", C2hSuccess::off, true, 0, 0, false},
+      {"always, an error status", C2hSuccess::always, true, 0x02, 0, false},
+      {"always, a result in DW0", C2hSuccess::always, true, 0, 7, false},
+  };
+  for (const FoldCase& c : cases) {
+    SCOPED_TRACE(c.name);
+    TcpTargetOptions o;
+    o.c2h_success = c.mode;
+    o.max_c2h_data = 4096;  // 3 C2HData PDUs for 12 KiB: SUCCESS only on the last
+    Harness h(o);
+    h.connect();
+    h.set_connected(c.sq_flow_disabled);
+    h.core.hold = true;
+    h.deliver(h.capsule(read_cmd(5, 12288)));
+    ASSERT_EQ(h.core.commands.size(), 1u);
+    TargetRequest& req = *h.core.commands[0];
+    std::memset(req.data, 0xCD, req.data_length);
+    req.cqe.set_status(p::Status(p::StatusCodeType::generic, static_cast<uint8_t>(c.sc)));
+    req.cqe.dw0.set(c.dw0);
+    req.queue->complete(req, true);
+    h.drain_sends();
+    ASSERT_EQ(h.view.c2hs.size(), 3u);
+    for (std::size_t i = 0; i < 3; ++i) {
+      const bool last = i == 2;
+      EXPECT_EQ(h.view.c2hs[i].cid, 5u);
+      EXPECT_EQ(h.view.c2hs[i].offset, 4096u * i);
+      EXPECT_EQ((h.view.c2hs[i].flags & pt::kFlagLastPdu) != 0, last);
+      EXPECT_EQ((h.view.c2hs[i].flags & pt::kFlagSuccess) != 0, last && c.folded);
+    }
+    if (c.folded) {
+      EXPECT_TRUE(h.view.responses.empty());
+    } else {
+      ASSERT_EQ(h.view.responses.size(), 1u);
+      EXPECT_EQ(h.view.responses[0].cid.get(), 5u);
+      EXPECT_EQ(h.view.responses[0].get_status().sc(), c.sc);
+      EXPECT_EQ(h.view.responses[0].dw0.get(), c.dw0);
+    }
+    EXPECT_EQ(h.q->in_flight_requests(), 0u) << "the slot is freed once the last PDU is out";
+    // The CID is free for the host's next command either way.
+    h.core.hold = false;
+    h.deliver(h.capsule(read_cmd(5, 4096)));
+    h.drain_sends();
+    EXPECT_EQ(h.view.term_reqs, 0u);
+  }
+}
+
 
 }  // namespace
 }  // namespace rdmablk::transport::tcp

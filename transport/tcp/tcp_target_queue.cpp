@@ -324,6 +324,15 @@ void TcpTargetQueue::put_header(const Pdu& pdu) noexcept {
   if (n != 0) tx_.add(tx_.alloc(n), n);
 }
 
+// Whether a read's completion may ride on its last C2HData PDU (SUCCESS) instead of a CapsuleResp: it
+// succeeded with nothing else to say (status field, DW0 and DW1 zero: what the host synthesizes) and the
+// options allow it.
+bool TcpTargetQueue::response_folds_into_data(const p::Cqe& cqe) const noexcept {
+  if (opts_.c2h_success == C2hSuccess::off) return false;
+  if (opts_.c2h_success == C2hSuccess::sq_flow_disabled && !sq_flow_disabled_) return false;
+  return cqe.get_status() == p::Status{} && cqe.dw0.get() == 0 && cqe.dw1.get() == 0;
+}
+
 // Serialize what `s` has to send into the batch. False when the batch is full (s keeps its place).
 bool TcpTargetQueue::serialize(Slot& s) noexcept {
   if (s.tx == Tx::r2t) {
@@ -338,6 +347,7 @@ bool TcpTargetQueue::serialize(Slot& s) noexcept {
     return true;
   }
   if (s.tx != Tx::resp) return true;
+  const bool fold = s.with_data && response_folds_into_data(s.req.cqe);
   if (s.with_data) {
     const uint32_t len = s.req.data_length;
     const uint32_t max_chunk = std::max<uint32_t>(opts_.max_c2h_data, 4096);
@@ -345,7 +355,7 @@ bool TcpTargetQueue::serialize(Slot& s) noexcept {
       if (!tx_.room(3, TxBatch::kMaxPduOverhead)) return false;
       const uint32_t chunk = std::min(max_chunk, len - s.tx_offset);
       const bool last = s.tx_offset + chunk == len;
-      put_header(pt::build_c2h_data(s.cid, s.tx_offset, chunk, last, false, session_));
+      put_header(pt::build_c2h_data(s.cid, s.tx_offset, chunk, last, last && fold, session_));
       const uint8_t* d = s.req.data + s.tx_offset;
       tx_.add(d, chunk);
       if (session_.ddgst) {
@@ -356,8 +366,10 @@ bool TcpTargetQueue::serialize(Slot& s) noexcept {
       s.tx_offset += chunk;
     }
   }
-  if (!tx_.room(1, TxBatch::kMaxPduOverhead)) return false;
-  put_header(pt::build_capsule_resp(p::load<pt::CqeBytes>(&s.req.cqe), session_));
+  if (!fold) {
+    if (!tx_.room(1, TxBatch::kMaxPduOverhead)) return false;
+    put_header(pt::build_capsule_resp(p::load<pt::CqeBytes>(&s.req.cqe), session_));
+  }
   s.tx = Tx::none;
   tx_done_[tx_done_count_++] = s.req.tag;
   // The host may reuse the CID as soon as it sees this CapsuleResp, possibly before our send completion

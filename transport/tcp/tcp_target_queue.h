@@ -11,8 +11,11 @@
 // many commands coalesced into one send). Data lands in and leaves from the reactor BufferPool's buffers.
 //
 // Decisions:
-//   - C2HData never carries SUCCESS: a CapsuleResp always follows. Valid whatever the host's SQ flow
-//     control setting, and the CQE keeps SQHD meaningful.
+//   - C2HData SUCCESS (TcpTargetOptions::c2h_success): a read that completed with an all-zero result has its
+//     last C2HData PDU flagged SUCCESS and no CapsuleResp, one PDU less per read, when the host disabled
+//     SQ flow control at Connect (as nvmet-tcp does: SQHD, which only a CapsuleResp carries, is then not
+//     needed). `always` also does it for hosts that kept SQ flow control, as SPDK's target does by
+//     default; SPDK's and Linux's hosts complete on it either way, but the spec ties it to SQFC off.
 //   - R2Ts: at most MAXR2T + 1 outstanding per command (the host's ICReq; Linux and SPDK hosts ask for 1),
 //     each at most MAXH2CDATA bytes; the next R2T of a command goes out as soon as a window is filled.
 //   - A data digest error is fatal to the connection, like nvmet-tcp and SPDK: C2HTermReq with FES 3 (the
@@ -35,6 +38,7 @@
 #include "protocol/tcp_pdu.h"
 #include "transport/buffer_pool.h"
 #include "transport/slot_fifo.h"
+#include "transport/tcp/c2h_success.h"
 #include "transport/target_queue_base.h"
 #include "transport/tcp/pdu_receiver.h"
 #include "transport/tcp/tcp_io.h"
@@ -53,6 +57,7 @@ struct TcpTargetOptions {
   uint64_t max_buffer_bytes = 0;           // pool buffer bytes one connection may hold (in-capsule data
                                            // aside); 0 = no limit
   TcpTlsServerOptions tls;                 // TLS 1.3 before ICReq (tcp_tls.h); policy none: plain only
+  C2hSuccess c2h_success = C2hSuccess::sq_flow_disabled;
 };
 
 // The socket as the queue sees it (plaintext: TLS, when there is any, is below it). At most one recv and
@@ -162,6 +167,7 @@ class TcpTargetQueue final : public TargetQueueBase<TcpTargetQueue, TcpSlot>, pr
   void queue_tx(Slot& s, Tx kind) noexcept;
   template <typename Pdu>
   void put_header(const Pdu& pdu) noexcept;
+  bool response_folds_into_data(const protocol::Cqe& cqe) const noexcept;
   bool serialize(Slot& s) noexcept;
   void kick_tx() noexcept;
   void submit_send() noexcept;
