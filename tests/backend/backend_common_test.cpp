@@ -38,7 +38,7 @@ class BackendTest : public ::testing::TestWithParam<Kind> {
     const Kind k = GetParam();
     if (k == Kind::file_direct || k == Kind::file_buffered) {
       // O_DIRECT on /var/tmp (a disk file system); buffered under /tmp.
-      if (!dir_) dir_ = std::make_unique<TempDir>(k == Kind::file_direct ? "/var/tmp" : "/tmp");
+      if (!dir_) dir_ = std::make_unique<TempDir>(k == Kind::file_direct ? kVarTmp : kTmp);
       ASSERT_TRUE(dir_->ok());
       FileOptions o;
       o.path = dir_->file("ns.img");

@@ -1,4 +1,4 @@
-// Helpers for the backend tests: temporary directories, aligned buffers, synchronous I/O, private mounts.
+// Helpers for the backend tests: where their temporary directories go, aligned buffers, synchronous I/O, private mounts.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -18,38 +18,17 @@
 #include <vector>
 
 #include "backend/backend.h"
+#include "support/temp_dir.h"
 
 namespace rdmablk::backend::test {
 
 namespace st = protocol::status;
 
-// A mkdtemp directory, removed with its contents (and anything mounted on it) at scope exit.
-class TempDir {
- public:
-  explicit TempDir(const std::string& parent = "/tmp") {
-    std::string tmpl = parent + "/rdmablk-backend-XXXXXX";
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back('\0');
-    if (::mkdtemp(buf.data()) != nullptr) path_ = buf.data();
-  }
-  ~TempDir() {
-    if (path_.empty()) return;
-    if (mounted_) ::umount2(path_.c_str(), MNT_DETACH);
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  bool ok() const { return !path_.empty(); }
-  const std::string& path() const { return path_; }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-  void set_mounted() { mounted_ = true; }
-
- private:
-  std::string path_;
-  bool mounted_ = false;
-};
+// The backend tests' directories (tests/support/temp_dir.h): under /tmp (often tmpfs: buffered I/O, and
+// the tests that mount a file system on theirs), or under /var/tmp, a disk file system, for O_DIRECT.
+using rdmablk::testing::TempDir;
+inline const TempDir::Options kTmp{.prefix = "rdmablk-backend", .parent = "/tmp", .keep_on_failure = false};
+inline const TempDir::Options kVarTmp{.prefix = "rdmablk-backend", .parent = "/var/tmp", .keep_on_failure = false};
 
 // Page-aligned, zero-filled memory (O_DIRECT-safe).
 struct AlignedBuf {

@@ -56,7 +56,7 @@ backend::testing::FileQueueCounters counters(const Queue& q) {
 // --- configuration ----------------------------------------------------------------------------------
 
 TEST(FileBackendConfig, MissingFileWithoutSizeNamesThePath) {
-  TempDir dir;
+  TempDir dir(kTmp);
   const std::string path = dir.file("absent.img");
   auto b = open_file_backend(opts(path, 0));
   ASSERT_FALSE(b);
@@ -67,7 +67,7 @@ TEST(FileBackendConfig, MissingFileWithoutSizeNamesThePath) {
 }
 
 TEST(FileBackendConfig, MissingReadOnlyFileIsNotCreated) {
-  TempDir dir;
+  TempDir dir(kTmp);
   FileOptions o = opts(dir.file("absent.img"), 1 << 20);
   o.read_only = true;
   auto b = open_file_backend(o);
@@ -77,7 +77,7 @@ TEST(FileBackendConfig, MissingReadOnlyFileIsNotCreated) {
 }
 
 TEST(FileBackendConfig, BadBlockSizesNamePathAndProblem) {
-  TempDir dir;
+  TempDir dir(kTmp);
   for (uint32_t bs : {256u, 1000u, 3072u, 131072u}) {
     FileOptions o = opts(dir.file("x.img"), 1 << 20);
     o.block_size = bs;
@@ -90,7 +90,7 @@ TEST(FileBackendConfig, BadBlockSizesNamePathAndProblem) {
 }
 
 TEST(FileBackendConfig, SizeNotAMultipleOfBlockSize) {
-  TempDir dir;
+  TempDir dir(kTmp);
   auto b = open_file_backend(opts(dir.file("x.img"), (1 << 20) + 512));
   ASSERT_FALSE(b);
   EXPECT_NE(b.error().message.find(dir.file("x.img")), std::string::npos) << b.error().message;
@@ -107,7 +107,7 @@ TEST(FileBackendConfig, SizeNotAMultipleOfBlockSize) {
 
 // A file sized by itself follows it (refresh_size, what a reload calls); a configured size stays.
 TEST(FileBackendConfig, RefreshSizeFollowsAGrownOrShrunkFile) {
-  TempDir dir;
+  TempDir dir(kTmp);
   const std::string path = dir.file("grow.img");
   { std::ofstream(path).flush(); }
   std::filesystem::resize_file(path, 1 << 20);
@@ -148,15 +148,15 @@ TEST(FileBackendConfig, RefreshSizeFollowsAGrownOrShrunkFile) {
 }
 
 TEST(FileBackendConfig, NotAFileOrDevice) {
-  TempDir dir;
-  auto b = open_file_backend(opts(dir.path(), 0));
+  TempDir dir(kTmp);
+  auto b = open_file_backend(opts(dir.path().string(), 0));
   ASSERT_FALSE(b);
-  EXPECT_NE(b.error().message.find(dir.path()), std::string::npos);
+  EXPECT_NE(b.error().message.find(dir.path().string()), std::string::npos);
   EXPECT_NE(b.error().message.find("not a regular file or a block device"), std::string::npos) << b.error().message;
 }
 
 TEST(FileBackendConfig, MissingFileIsCreatedSparse) {
-  TempDir dir("/var/tmp");
+  TempDir dir(kVarTmp);
   const std::string path = dir.file("new.img");
   auto b = open_file_backend(opts(path, 64 << 20));
   ASSERT_TRUE(b) << b.error().message;
@@ -167,7 +167,7 @@ TEST(FileBackendConfig, MissingFileIsCreatedSparse) {
 }
 
 TEST(FileBackendConfig, ExistingFileSizeUsedOrExtended) {
-  TempDir dir;
+  TempDir dir(kTmp);
   const std::string path = dir.file("e.img");
   {
     std::ofstream f(path);
@@ -195,7 +195,7 @@ TEST(FileBackendConfig, ExistingFileSizeUsedOrExtended) {
 }
 
 TEST(FileBackendConfig, DefaultBlockSizeIs512ForFiles) {
-  TempDir dir;
+  TempDir dir(kTmp);
   FileOptions o = opts(dir.file("d.img"), 1 << 20);
   o.block_size = 0;
   auto b = open_file_backend(o);
@@ -205,7 +205,7 @@ TEST(FileBackendConfig, DefaultBlockSizeIs512ForFiles) {
 }
 
 TEST(FileBackendConfig, BadQueueOptions) {
-  TempDir dir;
+  TempDir dir(kTmp);
   auto b = open_file_backend(opts(dir.file("q.img"), 1 << 20));
   ASSERT_TRUE(b);
   QueueOptions qo;
@@ -216,7 +216,7 @@ TEST(FileBackendConfig, BadQueueOptions) {
 // --- durability paths -------------------------------------------------------------------------------
 
 TEST(FileBackend, FuaWritesUseRwfDsyncAndSurviveReopen) {
-  TempDir dir("/var/tmp");
+  TempDir dir(kVarTmp);
   const std::string path = dir.file("fua.img");
   AlignedBuf out(16 * kBs);
   fill_pattern(out.get(), out.size, 11);
@@ -239,7 +239,7 @@ TEST(FileBackend, FuaWritesUseRwfDsyncAndSurviveReopen) {
 }
 
 TEST(FileBackend, DeallocatePunchesHoles) {
-  TempDir dir("/var/tmp");
+  TempDir dir(kVarTmp);
   const std::string path = dir.file("punch.img");
   Opened o = open(opts(path, 16 << 20));
   ASSERT_TRUE(o.queue);
@@ -261,7 +261,7 @@ TEST(FileBackend, DeallocatePunchesHoles) {
 }
 
 TEST(FileBackend, WriteZeroesKeepsNeighboursAndSize) {
-  TempDir dir("/var/tmp");
+  TempDir dir(kVarTmp);
   const std::string path = dir.file("wz.img");
   Opened o = open(opts(path, 4 << 20));
   ASSERT_TRUE(o.queue);
@@ -279,7 +279,7 @@ TEST(FileBackend, WriteZeroesKeepsNeighboursAndSize) {
 // --- queue mechanics --------------------------------------------------------------------------------
 
 TEST(FileBackend, RegistersFileAndBuffers) {
-  TempDir dir("/var/tmp");
+  TempDir dir(kVarTmp);
   AlignedBuf a(64 * kBs), b(64 * kBs);
   iovec iov[2] = {a.iov(), b.iov()};
   Opened o = open(opts(dir.file("reg.img"), 4 << 20), 16, iov);
@@ -299,7 +299,7 @@ TEST(FileBackend, RegistersFileAndBuffers) {
 }
 
 TEST(FileBackend, ShortTransfersAreResubmittedForTheRest) {
-  TempDir dir("/var/tmp");
+  TempDir dir(kVarTmp);
   AlignedBuf out(256 * kBs), in(256 * kBs);
   iovec iov = out.iov();
   Opened o = open(opts(dir.file("short.img"), 8 << 20), 8, std::span(&iov, 1));
@@ -320,7 +320,7 @@ TEST(FileBackend, ShortTransfersAreResubmittedForTheRest) {
 }
 
 TEST(FileBackend, EagainIsRetriedThenReported) {
-  TempDir dir("/var/tmp");
+  TempDir dir(kVarTmp);
   Opened o = open(opts(dir.file("again.img"), 4 << 20));
   ASSERT_TRUE(o.queue);
   AlignedBuf out(4 * kBs), in(4 * kBs);
@@ -342,7 +342,7 @@ TEST(FileBackend, EagainIsRetriedThenReported) {
 }
 
 TEST(FileBackend, EventFdSignalsCompletions) {
-  TempDir dir("/var/tmp");
+  TempDir dir(kVarTmp);
   Opened o = open(opts(dir.file("ev.img"), 4 << 20));
   ASSERT_TRUE(o.queue);
   const int fd = o.queue->event_fd();
@@ -362,7 +362,7 @@ TEST(FileBackend, EventFdSignalsCompletions) {
 TEST(FileBackend, PollingReapCompletesWithoutBlocking) {
   // A reactor busy-polls reap(out, 0) while work flows: with COOP/DEFER_TASKRUN rings the queue
   // must itself ask the kernel for deferred completions, or polling would never see any.
-  TempDir dir("/var/tmp");
+  TempDir dir(kVarTmp);
   AlignedBuf buf(64 * kBs);
   iovec iov = buf.iov();
   Opened o = open(opts(dir.file("poll.img"), 4 << 20), 64, std::span(&iov, 1));
@@ -386,7 +386,7 @@ TEST(FileBackend, PollingReapCompletesWithoutBlocking) {
 }
 
 TEST(FileBackend, QueueOpenedOnOneThreadServesAnother) {
-  TempDir dir("/var/tmp");
+  TempDir dir(kVarTmp);
   Opened o = open(opts(dir.file("thr.img"), 4 << 20));
   ASSERT_TRUE(o.queue);
   bool ok = false;
@@ -401,7 +401,7 @@ TEST(FileBackend, QueueOpenedOnOneThreadServesAnother) {
 }
 
 TEST(FileBackend, DestroyingAQueueWaitsForInFlightRequests) {
-  TempDir dir("/var/tmp");
+  TempDir dir(kVarTmp);
   Opened o = open(opts(dir.file("dtor.img"), 16 << 20), 64);
   ASSERT_TRUE(o.queue);
   auto buf = std::make_unique<AlignedBuf>(64 * 64 * 1024);
@@ -416,7 +416,7 @@ TEST(FileBackend, DestroyingAQueueWaitsForInFlightRequests) {
 // --- errors from the file system --------------------------------------------------------------------
 
 TEST(FileBackendErrors, FullFileSystemIsCapacityExceeded) {
-  TempDir dir;
+  TempDir dir(kTmp);
   ASSERT_TRUE(dir.ok());
   const std::string why = mount_on(dir, "tmpfs", "size=1m");
   if (!why.empty()) GTEST_SKIP() << "cannot mount a small tmpfs: " << why;
@@ -435,7 +435,7 @@ TEST(FileBackendErrors, FullFileSystemIsCapacityExceeded) {
 }
 
 TEST(FileBackendErrors, TmpfsWriteZeroesFallsBackToPunch) {
-  TempDir dir;
+  TempDir dir(kTmp);
   const std::string why = mount_on(dir, "tmpfs", "size=16m");
   if (!why.empty()) GTEST_SKIP() << "cannot mount tmpfs: " << why;
   Opened o = open(opts(dir.file("wz.img"), 4 << 20));
@@ -455,7 +455,7 @@ TEST(FileBackendErrors, TmpfsWriteZeroesFallsBackToPunch) {
 
 TEST(FileBackendErrors, NoDirectIoFallsBackToBufferedAndWritesZeroes) {
   // ramfs refuses O_DIRECT (EINVAL) and has no fallocate: buffered I/O, zeroes written by hand.
-  TempDir dir;
+  TempDir dir(kTmp);
   const std::string why = mount_on(dir, "ramfs", nullptr);
   if (!why.empty()) GTEST_SKIP() << "cannot mount ramfs: " << why;
   Opened o = open(opts(dir.file("r.img"), 1 << 20, /*direct=*/true));
@@ -477,7 +477,7 @@ TEST(FileBackendErrors, NoDirectIoFallsBackToBufferedAndWritesZeroes) {
 }
 
 TEST(FileBackendErrors, ReadOnlyMountRefusesWritableOpenAndServesReadOnly) {
-  TempDir dir;
+  TempDir dir(kTmp);
   const std::string why = mount_on(dir, "tmpfs", "size=4m");
   if (!why.empty()) GTEST_SKIP() << "cannot mount tmpfs: " << why;
   const std::string path = dir.file("ro.img");
@@ -502,7 +502,7 @@ TEST(FileBackendErrors, ReadOnlyMountRefusesWritableOpenAndServesReadOnly) {
 }
 
 TEST(FileBackendErrors, ImmutableFileWriteIsAccessDenied) {
-  TempDir dir("/var/tmp");
+  TempDir dir(kVarTmp);
   const std::string path = dir.file("imm.img");
   Opened o = open(opts(path, 1 << 20));
   ASSERT_TRUE(o.queue);
@@ -555,7 +555,7 @@ class LoopDevice {
 };
 
 TEST(FileBackendBlockDevice, GeometryChecksAndIo) {
-  TempDir dir("/var/tmp");
+  TempDir dir(kVarTmp);
   const std::string img = dir.file("loop.img");
   {
     auto b = open_file_backend(opts(img, 8 << 20));

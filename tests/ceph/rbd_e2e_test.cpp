@@ -188,7 +188,7 @@ TEST(RbdE2e, ImageResizeIsAnnouncedToHosts) {
 
 TEST(RbdE2e, CheckConfigNamesTheNamespaceWhenTheClusterDoesNotAnswer) {
   CEPH_CLUSTER_OR_SKIP(cluster);
-  TempDir dir;
+  TempDir dir(kE2eDir);
   // The cluster's conf with the mon moved to a port nobody listens on, and a 3 s mount timeout (the conf's
   // value wins over the backend's default of 30 s).
   const std::string dead = cluster->write_dead_conf((dir.path() / "dead.conf").string(), "client mount timeout = 3\n");

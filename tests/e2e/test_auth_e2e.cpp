@@ -288,7 +288,7 @@ TEST(AuthE2e, RawHostAuthenticatesAdminAndIoQueuesAndAWrongSecretIsRefused) {
 
 TEST(AuthE2e, AKeyFileOthersCanReadIsAConfigError) {
   Secrets secrets;
-  TempDir dir;
+  TempDir dir(kE2eDir);
   const auto key_file = dir.path() / "host-a.key";
   write_file(key_file, secrets.host.format() + "\n");
   ::chmod(key_file.c_str(), 0644);
@@ -535,7 +535,7 @@ TEST(AuthE2e, BidirectionalAuthenticationChecksTheController) {
 TEST(AuthE2e, KeyFilesOthersCanAccessAreRefusedAtStartAndReload) {
   KeyTexts keys;
   for (mode_t mode : {mode_t{0644}, mode_t{0620}, mode_t{0602}}) {
-    TempDir dir;
+    TempDir dir(kE2eDir);
     std::filesystem::create_directories(dir.path() / "keys");
     const auto path = dir.path() / "keys" / "host-a.key";
     write_file(path, keys.host + "\n");
@@ -566,7 +566,7 @@ TEST(AuthE2e, KeyFilesOthersCanAccessAreRefusedAtStartAndReload) {
   expect_no_secret(t.log(), keys, "the target log");
 
   // --check-config of a config with an inline secret, a key file and a warning (a host that will be refused).
-  TempDir dir;
+  TempDir dir(kE2eDir);
   const auto kf = dir.path() / "ctrl.key";
   write_file(kf, keys.ctrl + "\n");
   ::chmod(kf.c_str(), 0400);

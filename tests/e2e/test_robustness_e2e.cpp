@@ -303,7 +303,7 @@ TEST(RobustnessE2e, NoDataCommandsWithAnAllZeroSglRun) {
 }
 
 TEST(RobustnessE2e, BadConfigurationsExitWithStatus2AndOneLineNamingFileLineAndField) {
-  TempDir dir;
+  TempDir dir(kE2eDir);
   const uint16_t port = pick_free_port();
 
   // A good one first: --check-config says so, exits 0, and starts nothing.

@@ -1,5 +1,6 @@
 // The one reader of files that hold secrets (security/secret_file.h): its permission policy, what it
-// refuses and that no error quotes the content.
+// refuses and that no error quotes the content. Also tests/support/temp_dir.h, which these tests (and the
+// other suites) write their files with: tests/support/ has no test binary of its own.
 #include "security/secret_file.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +10,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <string>
 
@@ -92,6 +94,75 @@ TEST(SecretFile, FirstLineAndWipe) {
   std::string s = "secret";
   wipe_secret(s);
   EXPECT_EQ(s, std::string(6, '\0'));
+}
+
+// --- tests/support/temp_dir.h ------------------------------------------------------------------------
+
+TEST(SupportTempDir, ExistsDuringItsScopeAndIsRemovedWithItsContentAfter) {
+  std::filesystem::path kept;
+  {
+    TempDir dir;
+    ASSERT_TRUE(dir.ok());
+    kept = dir.path();
+    EXPECT_TRUE(std::filesystem::is_directory(kept));
+    EXPECT_EQ(dir.file("a"), (kept / "a").string());
+    dir.write("sub/dir/key", kSecret);
+    EXPECT_TRUE(std::filesystem::is_regular_file(kept / "sub/dir/key"));
+  }
+  EXPECT_FALSE(std::filesystem::exists(kept));
+}
+
+TEST(SupportTempDir, WriteSetsTheModeAndTheContent) {
+  TempDir dir;
+  for (mode_t mode : {mode_t{0600}, mode_t{0644}, mode_t{0400}, mode_t{0640}}) {
+    const auto p = dir.write("f", "text", mode);
+    struct stat sb {};
+    ASSERT_EQ(::stat(p.c_str(), &sb), 0) << p;
+    EXPECT_EQ(sb.st_mode & 07777, mode) << std::oct << mode;
+    ::chmod(p.c_str(), 0600);  // readable again for the next round's write
+  }
+  const auto p = dir.write("g", "content");
+  EXPECT_EQ(p, dir.path() / "g");
+  struct stat sb {};
+  ASSERT_EQ(::stat(p.c_str(), &sb), 0);
+  EXPECT_EQ(sb.st_mode & 07777, 0600u);  // the default
+  EXPECT_EQ(sb.st_size, 7);
+}
+
+TEST(SupportTempDir, ParentAndPrefixFromTheOptionsDefaultParentFromTMPDIR) {
+  TempDir outer;
+  {
+    TempDir dir({.prefix = "pfx", .parent = outer.path(), .keep_on_failure = false});
+    ASSERT_TRUE(dir.ok());
+    EXPECT_EQ(dir.path().parent_path(), outer.path());
+    EXPECT_EQ(dir.path().filename().string().rfind("pfx-", 0), 0u) << dir.path();
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(outer.path()));
+
+  const char* old = std::getenv("TMPDIR");
+  const std::string saved = old != nullptr ? old : "";
+  ::setenv("TMPDIR", outer.path().c_str(), 1);
+  {
+    TempDir dir;
+    EXPECT_EQ(dir.path().parent_path(), outer.path());
+  }
+  if (old != nullptr) {
+    ::setenv("TMPDIR", saved.c_str(), 1);
+  } else {
+    ::unsetenv("TMPDIR");
+  }
+}
+
+TEST(SupportTempDir, KeepOnFailureStillRemovesWhenTheTestPasses) {
+  // keep_on_failure keeps the directory only when ::testing::Test::HasFailure(); this test has none.
+  std::filesystem::path kept;
+  {
+    TempDir dir({.prefix = "rdmablk-test", .parent = {}, .keep_on_failure = true});
+    ASSERT_TRUE(dir.ok());
+    kept = dir.path();
+    dir.write("target.log", "log");
+  }
+  EXPECT_FALSE(std::filesystem::exists(kept));
 }
 
 }  // namespace

@@ -35,28 +35,6 @@ using rdmablk::transport::DataDirection;
 // Files and directories
 // ---------------------------------------------------------------------------------------------------------
 
-TempDir::TempDir() {
-  const char* base = std::getenv("TMPDIR");
-  std::string tmpl = std::string(base != nullptr && *base != '\0' ? base : "/tmp") + "/rdmablk-e2e-XXXXXX";
-  std::vector<char> buf(tmpl.begin(), tmpl.end());
-  buf.push_back('\0');
-  if (::mkdtemp(buf.data()) == nullptr) {
-    ADD_FAILURE() << "mkdtemp(" << tmpl << "): " << std::strerror(errno);
-    return;
-  }
-  path_ = buf.data();
-}
-
-TempDir::~TempDir() {
-  if (path_.empty()) return;
-  if (::testing::Test::HasFailure()) {
-    std::fprintf(stderr, "[e2e] keeping %s for inspection (the test failed)\n", path_.c_str());
-    return;
-  }
-  std::error_code ec;
-  fs::remove_all(path_, ec);
-}
-
 std::string read_file(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
   std::ostringstream s;

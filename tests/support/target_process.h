@@ -33,6 +33,7 @@
 #include "initiator/host/controller.h"
 #include "support/pattern.h"
 #include "support/ports.h"
+#include "support/temp_dir.h"
 
 namespace e2e {
 
@@ -42,19 +43,10 @@ inline constexpr const char* kSubnqn = "nqn.2024-11.io.rdmablk:e2e";
 inline constexpr const char* kHostA = "nqn.2024-11.io.rdmablk:host-a";
 inline constexpr const char* kHostB = "nqn.2024-11.io.rdmablk:host-b";
 
-// A directory under $TMPDIR (or /tmp), removed with its contents on destruction unless the test failed
-// (then its path is printed, to look at the logs).
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::filesystem::path& path() const { return path_; }
-
- private:
-  std::filesystem::path path_;
-};
+// The e2e tests' directories (tests/support/temp_dir.h): under $TMPDIR (or /tmp), removed with their
+// contents at the end unless the test failed (then the path is printed, to look at the logs).
+using rdmablk::testing::TempDir;
+inline const TempDir::Options kE2eDir{.prefix = "rdmablk-e2e", .parent = {}, .keep_on_failure = true};
 
 // A TCP port that was free a moment ago on `address` (tests/support/ports.h).
 using rdmablk::testing::pick_free_port;
@@ -111,7 +103,7 @@ class TargetProcess {
   bool wait_exit(std::chrono::milliseconds timeout, int* status);
   ::testing::AssertionResult failure(const std::string& what) const;
 
-  TempDir dir_;
+  TempDir dir_{kE2eDir};
   pid_t pid_ = -1;
   uint16_t io_port_ = 0;
   uint16_t disc_port_ = 0;
