@@ -211,9 +211,9 @@ void TargetCore::admin_connect(CoreQueue& q, TargetRequest& req, const ConnectCo
   }
   q.tq->set_connected(0, sq_entries, cmd.sq_flow_control_disabled());
   if (!auth) cancel_connect_timer(q);  // else it also bounds the authentication
-  spdlog::info("controller {} created for {} on {} from {} (kato {} ms{})", ctrl->cntlid, ctrl->hostnqn,
+  spdlog::info("controller {} created for {} on {} from {} (kato {} ms{}{})", ctrl->cntlid, ctrl->hostnqn,
                discovery ? std::string(protocol::kDiscoveryNqn) : ctrl->subsys->nqn, peer, ctrl->kato_ms,
-               auth ? ", DH-HMAC-CHAP required" : "");
+               auth ? ", DH-HMAC-CHAP required" : "", cmd.sq_flow_control_disabled() ? ", SQ flow control off" : "");
   // AUTHREQ.ATR: the host must authenticate before anything but fabrics commands runs (nvmet_connect_result).
   finish(req, st::success, protocol::connect_success_result(ctrl->cntlid, auth ? kAuthreqAtr : 0));
 }
