@@ -33,9 +33,7 @@ class PlainHostIo : public TcpHostIo {
     m.msg_iovlen = n;
     return ::sendmsg(fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
   }
-  ssize_t recv(int fd, const iovec* iov, unsigned n) noexcept override {
-    return ::readv(fd, iov, static_cast<int>(n));
-  }
+  ssize_t recv(int fd, const iovec* iov, unsigned n) noexcept override { return ::readv(fd, iov, static_cast<int>(n)); }
 };
 
 // Records in the kernel: sends are plain; receives go through recvmsg to see (and refuse) control records.
