@@ -329,8 +329,9 @@ def report(args, cases, clients, have_spdk, samples, local):
             print(f"{case[0]:24} {'local fio':15} {iops / 1e3:8.1f}k (io_uring, O_DIRECT, on the target CPU), "
                   f"{lat:.1f} us")
             medians[f"{case[0]} / local fio"] = {"iops": iops, "lat": lat}
-    print("ratio = rdmablk / SPDK IOPS; /core = ratio of IOPS per busy target core; lat = rdmablk / SPDK mean "
-          "latency (us)")
+    if have_spdk:
+        print("ratio = rdmablk / SPDK IOPS; /core = ratio of IOPS per busy target core; lat = rdmablk / SPDK mean "
+              "latency (us)")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"medians": medians,
