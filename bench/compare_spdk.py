@@ -62,8 +62,9 @@ class Rdmablk:
 
     def start(self):
         cfg = os.path.join(self.work, "rdmablk.yaml")
-        namespaces = [{"nsid": 1, "backend": "null", "size": "1GiB"},
-                      {"nsid": 2, "backend": "file", "path": self.file_path, "direct": "true"}]
+        namespaces = [{"nsid": 1, "backend": "null", "size": "1GiB"}]
+        if self.file_path:
+            namespaces.append({"nsid": 2, "backend": "file", "path": self.file_path, "direct": "true"})
         extra = "reactors: 1\n"
         benchlib.write_target_config(cfg, self.port, NQN, namespaces, extra=extra)
         if self.args.c2h_success != "auto":
@@ -122,10 +123,12 @@ class Spdk:
             time.sleep(0.2)
         self.rpc("nvmf_create_transport", "-t", "TCP")
         self.rpc("bdev_null_create", "Null0", "1024", "4096")
-        self.rpc("bdev_uring_create", self.file_path, "Uring0", "4096")
+        if self.file_path:
+            self.rpc("bdev_uring_create", self.file_path, "Uring0", "4096")
         self.rpc("nvmf_create_subsystem", NQN, "-a", "-s", "SPDK00000000000001", "-d", "SPDK_compare")
         self.rpc("nvmf_subsystem_add_ns", NQN, "Null0")
-        self.rpc("nvmf_subsystem_add_ns", NQN, "Uring0")
+        if self.file_path:
+            self.rpc("nvmf_subsystem_add_ns", NQN, "Uring0")
         self.rpc("nvmf_subsystem_add_listener", NQN, "-t", "tcp", "-a", "127.0.0.1", "-s", str(self.port), "-f",
                  "ipv4")
 
@@ -273,7 +276,8 @@ def main():
         clients = ["rdmablk bench"]
     elif not hugepages_ready():
         sys.exit("SPDK needs vm.nr_hugepages >= 1100 and hugetlbfs mounted (run as root, or set them up)")
-    file_path = make_file(args.file_dir)
+    # The 1 GiB file only when a file case runs.
+    file_path = make_file(args.file_dir) if any(c[1] == "file" for c in cases) else None
     samples = {}  # (case, client, target) -> [(iops, lat, cpu)]
     local = {}
     try:
