@@ -74,7 +74,8 @@ class Rdmablk:
                                 f"    port: {self.port}\n    c2h_success: {self.args.c2h_success}\n", 1)
             with open(cfg, "w") as f:
                 f.write(text)
-        log = os.path.join(self.work, "rdmablk.log")
+        # A log per start: start_target waits for the ready line, which an earlier round's log already has.
+        log = os.path.join(self.work, f"rdmablk-{self.port}.log")
         self.proc = benchlib.start_target(["taskset", "-c", str(self.args.target_cpu), self.args.target, "--config",
                                            cfg, "--control-socket", os.path.join(self.work, "ctl.sock")], log)
 
@@ -102,7 +103,7 @@ class Spdk:
         return out.stdout
 
     def start(self):
-        log = os.path.join(self.work, "spdk.log")
+        log = os.path.join(self.work, f"spdk-{self.port}.log")
         mask = hex(1 << self.args.target_cpu)
         with open(log, "a") as logf:
             self.proc = benchlib.spawn([os.path.join(self.args.spdk, "build/bin/nvmf_tgt"), "-m", mask, "-s", "1024",
@@ -168,8 +169,9 @@ def run_bench(args, target, case, work):
     _, backend, rw, bs, qd = case
     job = os.path.join(work, "job.fio")
     with open(job, "w") as f:
+        # hipri: poll without sleeping, as spdk_nvme_perf does, so both clients wait for completions alike.
         f.write(f"[j]\nnamespace={target.nsid(backend)}\nrw={rw}\nbs={bs}\niodepth={qd}\n"
-                f"runtime={args.runtime}\ntime_based\n")
+                f"runtime={args.runtime}\ntime_based\nhipri\n")
     out = subprocess.run(["taskset", "-c", str(args.client_cpu), args.cli, "bench", job, "-t", "tcp", "-a",
                           "127.0.0.1", "-s", str(target.port), "-n", NQN, "--hostnqn", HOSTNQN,
                           "--output-format=json"], capture_output=True, text=True, timeout=args.runtime + 90)

@@ -2,7 +2,8 @@
 # 4k randread / randwrite QD32 through rdmablk-target (NVMe/TCP on 127.0.0.1, `rdmablk bench`) against an
 # rbd namespace (librbd's cache on, its default), an rbd namespace with `rbd cache = false` (what
 # docs/ceph-and-ana.md#ceph-gateway-a-group-of-targets-in-front-of-rbd-images recommends for multipath) and a
-# file namespace of the same target in the same run; prints IOPS and rbd/file ratios (figures:
+# file namespace of the same target in the same run, then `rbd bench` (librbd alone) on the same image; prints
+# IOPS, rbd/file and rbd-namespace/librbd ratios (figures:
 # docs/benchmarking.md#rbd-against-file).
 #
 #   bench/rbd_vs_file.sh BUILD_DIR [RUNTIME_S=10] [TARGET_CPU=1] [CLIENT_CPU=0]
@@ -71,8 +72,23 @@ for rw in randread randwrite; do
   done
 done
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{printf "%.2f", a/b}'; }
+# librbd's own rate on the same image and cluster, in the same run (issue 27's yardstick for the rbd
+# namespace): `rbd bench`, 32 ios in flight like the jobs above, sized to last about RUNTIME seconds at the
+# rbd namespace's rate. Unpinned, like the cluster: it stands in for target and bench client together.
+rbd_bench() {
+  local rw=$1 total
+  total=$(( ${iops[$rw.2]} * RUNTIME * 4096 ))
+  rbd -c "$CONF" -n client.admin bench --io-type "${rw#rand}" --io-pattern rand --io-size 4K --io-threads 32 \
+    --io-total "$total" rbd/bench 2>/dev/null | awk '/^elapsed:/ { for (i = 1; i < NF; i++) if ($i == "ops/sec:") print int($(i + 1)) }'
+}
+for rw in randread randwrite; do iops[$rw.librbd]=$(rbd_bench $rw); done
 printf "%-22s %10s %10s %8s %14s %8s\n" case file rbd rbd/file "rbd cache off" ratio
 for rw in randread randwrite; do
   printf "%-22s %10s %10s %8s %14s %8s\n" "4k $rw QD32" "${iops[$rw.1]}" "${iops[$rw.2]}" \
     "$(ratio "${iops[$rw.2]}" "${iops[$rw.1]}")" "${iops[$rw.3]}" "$(ratio "${iops[$rw.3]}" "${iops[$rw.1]}")"
+done
+printf "\n%-22s %10s %10s %14s\n" case "rbd ns" "librbd" "rbd ns/librbd"
+for rw in randread randwrite; do
+  printf "%-22s %10s %10s %14s\n" "4k $rw QD32" "${iops[$rw.2]}" "${iops[$rw.librbd]}" \
+    "$(ratio "${iops[$rw.2]}" "${iops[$rw.librbd]}")"
 done

@@ -105,6 +105,9 @@ struct JobSpec {
   bool time_based = false;           // run for `runtime`, wrapping around the region
   std::chrono::nanoseconds ramp_time{0};  // I/O before the statistics start
   std::chrono::nanoseconds startdelay{0};
+  // hipri: poll the I/O queue for completions without sleeping while the job runs (fio's polled I/O;
+  // what spdk_nvme_perf always does). Off: busy-poll 50 us after each progress, then sleep.
+  bool hipri = false;
   // Random offsets.
   DistributionSpec distribution{};
   bool norandommap = false;          // random offsets may repeat within a pass

@@ -301,6 +301,7 @@ constexpr OptionDef kImplementedOptions[] = {
   IMPL("time_based", {}, true, { return store(parse_bool(v), d.spec.time_based); }),
   IMPL("ramp_time", {}, false, { return store(duration_value(v, kNsPerSec), d.spec.ramp_time); }),
   IMPL("startdelay", {}, false, { return set_startdelay(d, v); }),
+  IMPL("hipri", {}, true, { return store(parse_bool(v), d.spec.hipri); }),
   // Random offsets.
   IMPL("random_distribution", {}, false, { return set_distribution(d, v); }),
   IMPL("norandommap", {}, true, { return store(parse_bool(v), d.spec.norandommap); }),

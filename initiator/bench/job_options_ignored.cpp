@@ -32,7 +32,7 @@ constexpr OptionDef kIgnoredOptions[] = {
   NOTED("ioscheduler", "there is no local block device"), NOTED("disk_util", "there is no local block device"),
   NOTED("ioengine", kEngine), NOTED("direct", kEngine), NOTED("buffered", kEngine), NOTED("atomic", kEngine),
   NOTED("sync", kEngine), NOTED("io_submit_mode", kEngine), NOTED("userspace_reap", kEngine),
-  NOTED("hipri", kEngine), NOTED("fixedbufs", kEngine), NOTED("registerfiles", kEngine),
+  NOTED("fixedbufs", kEngine), NOTED("registerfiles", kEngine),
   NOTED("sqthread_poll", kEngine), NOTED("sqthread_poll_cpu", kEngine), NOTED("nonvectored", kEngine),
   NOTED("uncached", kEngine), NOTED("force_async", kEngine), NOTED("cmdprio_percentage", kEngine),
   NOTED("cmdprio_class", kEngine), NOTED("cmdprio", kEngine), NOTED("cmdprio_bssplit", kEngine),

@@ -121,11 +121,13 @@ Result<void> JobWorker::connect() {
   co.dhchap = conn_.dhchap;
   co.tls = conn_.tls;
   co.io_queues = 1;
-  // Poll the I/O queue without sleeping for a while after each progress, as the target's reactor does
-  // (and spdk_nvme_perf, which never sleeps): a sleep and wake-up per batch costs more than the I/O. 1 ms
-  // outlasts a device read behind a file namespace (~60-100 us here), so a QD1 job does not sleep between
-  // a submission and its completion; 50 us did, and measured the client's wake-up as target latency.
-  co.io_busy_poll = std::chrono::microseconds(1000);
+  // Poll the I/O queue without sleeping for a while after each progress, as the target's reactor does:
+  // a sleep and wake-up per batch costs more than the I/O. 50 us by default; with hipri, for the whole
+  // job, as spdk_nvme_perf does (a QD1 job on a file namespace then does not measure its own wake-up
+  // after each ~80 us device read). Not the default: a client that never sleeps takes the CPU from
+  // whatever shares its core, e.g. a Ceph OSD on the same machine (rbd reads 0.5x instead of 0.8x of
+  // librbd's rate in bench/rbd_vs_file.sh on 2 cores).
+  co.io_busy_poll = spec_.hipri ? std::chrono::microseconds(std::chrono::seconds(1)) : std::chrono::microseconds(50);
   co.connector = conn_.connector;
   auto ctrl = Controller::connect(co);
   if (!ctrl) return tl::unexpected(ctrl.error());

@@ -120,6 +120,10 @@ TEST(JobParser, TimesRwmixAndBooleans) {
   EXPECT_TRUE(one("[j]\nrandrepeat=1\n").randrepeat);
   EXPECT_FALSE(one("[j]\nrandrepeat=0\n").randrepeat);
   EXPECT_TRUE(one("[j]\nnorandommap\n").norandommap);
+  // hipri: fio's polled completions; the bench then polls its queue without sleeping.
+  EXPECT_FALSE(one("[j]\n").hipri);
+  EXPECT_TRUE(one("[j]\nhipri\n").hipri);
+  EXPECT_FALSE(one("[j]\nhipri=0\n").hipri);
 }
 
 TEST(JobParser, SizesFollowFioUnits) {
