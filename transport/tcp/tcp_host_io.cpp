@@ -42,15 +42,16 @@ class KtlsHostIo final : public PlainHostIo {
   KtlsHostIo(std::unique_ptr<security::TlsSession> session, std::string where)
       : session_(std::move(session)), where_(std::move(where)) {}
   ssize_t recv(int fd, const iovec* iov, unsigned n) noexcept override {
-    std::string why;
-    const ssize_t got = ktls_recv(fd, iov, n, why);
-    if (got < 0 && errno == EPROTO) spdlog::warn("nvme-tcp host {}: kernel TLS: {}", where_, why);
+    const ssize_t got = ktls_recv(fd, iov, n, why_);
+    if (got < 0 && errno == EPROTO) spdlog::warn("nvme-tcp host {}: kernel TLS: {}", where_, why_);
     return got;
   }
+  std::string protocol_failure() const override { return "kernel TLS: " + why_; }
 
  private:
   std::unique_ptr<security::TlsSession> session_;  // kept for the connection's life (its keys are the kernel's)
   std::string where_;
+  std::string why_;  // ktls_recv's reason for the last EPROTO
 };
 
 // Userspace TLS records.
@@ -184,7 +185,8 @@ Result<void> io_exact(TcpHostIo& io, int fd, uint8_t* buf, std::size_t len, bool
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) {
       const int e = errno;
-      return make_error(std::string(what) + ": " + std::strerror(e), e);
+      const std::string detail = e == EPROTO && !writing ? io.protocol_failure() : std::string();
+      return make_error(std::string(what) + ": " + (detail.empty() ? std::strerror(e) : detail), e);
     }
     const int rc = wait_fd(fd, writing ? POLLOUT : POLLIN, deadline);
     if (rc == 0) return make_error(std::string(what) + ": timed out", ETIMEDOUT);

@@ -38,6 +38,9 @@ class TcpHostIo {
   virtual int flush(int /*fd*/) noexcept { return 1; }
   // A TermReq right before the connection goes: best effort, never blocks.
   virtual void send_now(int fd, std::span<const uint8_t> bytes) noexcept;
+  // What the last recv() that failed with EPROTO refused, in words ("kernel TLS: ..."); empty when it
+  // has nothing to add to the errno.
+  virtual std::string protocol_failure() const { return {}; }
 };
 
 // The I/O for a connection: plain when `tls` is null, kTLS when the session moved its keys into the kernel,
