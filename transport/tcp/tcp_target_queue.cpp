@@ -347,7 +347,8 @@ bool TcpTargetQueue::serialize(Slot& s) noexcept {
     return true;
   }
   if (s.tx != Tx::resp) return true;
-  const bool fold = s.with_data && response_folds_into_data(s.req.cqe);
+  // Only with a C2HData PDU to carry it: a zero-length read still gets its CapsuleResp.
+  const bool fold = s.with_data && s.req.data_length != 0 && response_folds_into_data(s.req.cqe);
   if (s.with_data) {
     const uint32_t len = s.req.data_length;
     const uint32_t max_chunk = std::max<uint32_t>(opts_.max_c2h_data, 4096);
