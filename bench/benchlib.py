@@ -104,15 +104,17 @@ def exit_on_signals():
 
 # --- the target ---------------------------------------------------------------------------------------
 
-def write_target_config(path, port, nqn, namespaces, hosts=None, tls=None, extra=""):
+def write_target_config(path, port, nqn, namespaces, hosts=None, tls=None, extra="", listener=None):
     """One TCP listener on 127.0.0.1:PORT and one subsystem NQN. namespaces: dicts of the namespace keys
     (nsid first), written in their order; hosts: None for allow_any_host, else the YAML of the `hosts:`
-    list's items (indented for the subsystem); tls: the listener's tls: value; extra: top-level lines.
+    list's items (indented for the subsystem); tls: the listener's tls: value; listener: more of the
+    listener's keys (a dict, e.g. {"c2h_success": "always"}); extra: top-level lines.
     The file is 0600 (it may hold a PSK)."""
     ns = "".join("      - " + "\n        ".join(f"{k}: {v}" for k, v in n.items()) + "\n" for n in namespaces)
     who = f"    hosts:\n{hosts}" if hosts is not None else "    allow_any_host: true\n"
     text = (f"listeners:\n  - transport: tcp\n    address: 127.0.0.1\n    port: {port}\n"
             + (f"    tls: {tls}\n" if tls else "")
+            + "".join(f"    {k}: {v}\n" for k, v in (listener or {}).items())
             + f"subsystems:\n  - nqn: {nqn}\n{who}    namespaces:\n{ns}{extra}")
     with open(path, "w") as f:
         os.fchmod(f.fileno(), 0o600)

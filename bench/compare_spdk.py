@@ -66,14 +66,8 @@ class Rdmablk:
         if self.file_path:
             namespaces.append({"nsid": 2, "backend": "file", "path": self.file_path, "direct": "true"})
         extra = "reactors: 1\n"
-        benchlib.write_target_config(cfg, self.port, NQN, namespaces, extra=extra)
-        if self.args.c2h_success != "auto":
-            with open(cfg) as f:
-                text = f.read()
-            text = text.replace(f"    port: {self.port}\n",
-                                f"    port: {self.port}\n    c2h_success: {self.args.c2h_success}\n", 1)
-            with open(cfg, "w") as f:
-                f.write(text)
+        benchlib.write_target_config(cfg, self.port, NQN, namespaces, extra=extra,
+                                     listener={"c2h_success": self.args.c2h_success})
         # A log per start: start_target waits for the ready line, which an earlier round's log already has.
         log = os.path.join(self.work, f"rdmablk-{self.port}.log")
         self.proc = benchlib.start_target(["taskset", "-c", str(self.args.target_cpu), self.args.target, "--config",
