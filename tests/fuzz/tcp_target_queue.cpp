@@ -40,6 +40,7 @@ namespace p = rdmablk::protocol;
 namespace pt = rdmablk::protocol::tcp;
 namespace tr = rdmablk::transport;
 using rdmablk::fuzz::Rng;
+using tr::tcp::C2hSuccess;
 using tr::tcp::PduReceiver;
 using tr::tcp::TcpQueueIo;
 using tr::tcp::TcpTargetOptions;
@@ -99,6 +100,8 @@ struct HostParser final : PduReceiver::Handler {
   std::size_t parsed = 0;
   uint32_t maxh2cdata = 0;
   uint32_t max_c2h = 0;
+  C2hSuccess c2h_success = C2hSuccess::off;
+  bool sq_flow_disabled = false;  // a Connect the core accepted disabled SQ flow control
   const pt::TcpSession* target_session = nullptr;
   bool term = false;
 
@@ -127,7 +130,12 @@ struct HostParser final : PduReceiver::Handler {
       case pt::PduType::c2h_data: {
         const auto c2h = p::load<pt::C2HDataHdr>(r.header().data());
         FUZZ_CHECK(c2h.datal.get() <= max_c2h);
-        FUZZ_CHECK((c2h.ch.flags & pt::kFlagSuccess) == 0);  // a CapsuleResp always follows
+        if ((c2h.ch.flags & pt::kFlagSuccess) != 0) {
+          // The response rides on the last data PDU only, and only where the options allow it.
+          FUZZ_CHECK((c2h.ch.flags & pt::kFlagLastPdu) != 0);
+          FUZZ_CHECK(c2h_success == C2hSuccess::always ||
+                     (c2h_success == C2hSuccess::sq_flow_disabled && sq_flow_disabled));
+        }
         break;
       }
       case pt::PduType::c2h_term_req: term = true; break;
@@ -222,6 +230,7 @@ class FakeCore final : public tr::TargetQueueHandler {
 
   int created = 0;
   bool closed = false;
+  bool sq_flow_disabled = false;
   unsigned commands = 0;
 
  private:
@@ -251,6 +260,7 @@ class FakeCore final : public tr::TargetQueueHandler {
         rng_.one_in(2)) {
       const auto c = p::as<p::ConnectCommand>(sqe);
       req.queue->set_connected(c.qid.get(), static_cast<uint16_t>(c.sqsize.get() + 1u), c.sq_flow_control_disabled());
+      if (c.sq_flow_control_disabled()) sq_flow_disabled = true;
       req.cqe.set_status(p::status::success);
     } else {
       req.cqe.set_status(rng_.one_in(4) ? p::status::invalid_field : p::status::success);
@@ -300,6 +310,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   opts.max_data_transfer = kLargeSize;
   opts.rx_buffer = static_cast<uint32_t>(4096u << (data[3] & 3));
   const unsigned hold_one_in = (data[3] >> 2) & 3 ? 1u << ((data[3] >> 2) & 3) : 0;
+  constexpr C2hSuccess kFold[] = {C2hSuccess::sq_flow_disabled, C2hSuccess::off, C2hSuccess::always,
+                                  C2hSuccess::sq_flow_disabled};
+  opts.c2h_success = kFold[(data[3] >> 4) & 3];
   const std::vector<uint8_t> stream(data + 4, data + size);
 
   FakeSocket sock;
@@ -307,6 +320,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   HostParser host;
   host.maxh2cdata = opts.maxh2cdata;
   host.max_c2h = std::max<uint32_t>(opts.max_c2h_data, 4096);
+  host.c2h_success = opts.c2h_success;
   auto q = std::make_unique<TcpTargetQueue>(sock, pool(), core, opts, tr::TransportAddress{}, "fuzz:1");
   host.target_session = &q->session();
   q->start();
@@ -363,6 +377,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
         FUZZ_FAIL("the queue is stuck: no I/O in flight, no timer, nothing held, not destroyed");
       }
     }
+    host.sq_flow_disabled = core.sq_flow_disabled;
     host.feed(sock.wire);
   }
   FUZZ_CHECK(sock.destroyed);
