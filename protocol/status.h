@@ -74,6 +74,8 @@ inline constexpr Status aborted_power_loss{generic, 0x05};
 inline constexpr Status internal_error{generic, 0x06};
 inline constexpr Status abort_requested{generic, 0x07};
 inline constexpr Status aborted_sq_deletion{generic, 0x08};
+inline constexpr Status aborted_failed_fused{generic, 0x09};   // the other half of a fused pair failed
+inline constexpr Status aborted_missing_fused{generic, 0x0A};  // a fused half without its partner
 inline constexpr Status invalid_namespace{generic, 0x0B, true};
 inline constexpr Status command_sequence_error{generic, 0x0C, true};
 inline constexpr Status invalid_sgl_segment_descriptor{generic, 0x0D, true};
@@ -86,6 +88,7 @@ inline constexpr Status sgl_offset_invalid{generic, 0x16, true};
 inline constexpr Status host_id_inconsistent_format{generic, 0x18, true};
 inline constexpr Status keep_alive_timer_expired{generic, 0x19};
 inline constexpr Status keep_alive_timeout_invalid{generic, 0x1A, true};
+inline constexpr Status aborted_preempt_and_abort{generic, 0x1B};  // its host's registration was preempted
 inline constexpr Status namespace_write_protected{generic, 0x20, true};
 inline constexpr Status command_interrupted{generic, 0x21};
 inline constexpr Status transient_transport_error{generic, 0x22};
@@ -108,6 +111,7 @@ inline constexpr Status feature_not_namespace_specific{command_specific, 0x0F, t
 // NVM command set, command specific.
 inline constexpr Status conflicting_attributes{command_specific, 0x80, true};
 inline constexpr Status write_to_read_only_range{command_specific, 0x82, true};
+inline constexpr Status command_size_limit_exceeded{command_specific, 0x83, true};  // Copy: MSSRL, MCL, MSRC
 // Fabrics command specific (NVMe over Fabrics 1.1, Figure 11 / Base 2.0 Figure 105).
 inline constexpr Status connect_incompatible_format{command_specific, 0x80, true};
 inline constexpr Status connect_controller_busy{command_specific, 0x81};
