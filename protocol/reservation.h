@@ -38,9 +38,6 @@ inline constexpr uint8_t kIgnoreExistingKey = 1u << 7;  // IEKEY as defined sinc
 inline constexpr uint8_t kAll = 0xFF;
 }  // namespace rescap
 
-// Identify Namespace NMIC (byte 30) bit 0: the namespace may be attached to two or more controllers.
-inline constexpr uint8_t kNmicShared = 1u << 0;
-
 // Reservation Register (0Dh), CDW10 (Base 2.0 Figure 566).
 enum class RegisterAction : uint8_t { register_key = 0, unregister_key = 1, replace_key = 2 };
 // CPTPL: change the Persist Through Power Loss state.

@@ -10,6 +10,7 @@
 #include "protocol/identify.h"
 #include "protocol/log_pages.h"
 #include "target/commands/command_table.h"
+#include "target/commands/io_commands.h"
 #include "target/core/core_internal.h"
 
 namespace rdmablk::target {
@@ -30,7 +31,7 @@ void pad(std::array<char, N>& field, std::string_view s, char fill = ' ') noexce
   protocol::set_padded(field, s.data(), s.size(), fill);
 }
 
-std::vector<uint8_t> identify_namespace_data(const Namespace& ns) {
+std::vector<uint8_t> identify_namespace_data(const Namespace& ns, const QueueLimits& limits) {
   protocol::IdentifyNamespace id{};
   const auto& geo = ns.geometry;
   id.nsze.set(geo.num_blocks);
@@ -47,6 +48,11 @@ std::vector<uint8_t> identify_namespace_data(const Namespace& ns) {
   if (ns.read_only) id.nsattr |= protocol::idns::kNsattrWriteProtected;
   id.nguid = ns.config.nguid;
   id.anagrpid.set(ns.ana_group.load(std::memory_order_relaxed));
+  // Copy: what one Copy may do (commands/compare_copy.cpp stages it in one buffer of at most MDTS).
+  const CopyLimits copy = copy_limits(ns, limits);
+  id.mssrl.set(static_cast<uint16_t>(std::min<uint32_t>(copy.max_range_blocks, 0xFFFF)));
+  id.mcl.set(static_cast<uint32_t>(std::min<uint64_t>(copy.max_blocks, UINT32_MAX)));
+  id.msrc = static_cast<uint8_t>(copy.max_ranges - 1);
   return to_bytes(id);
 }
 
@@ -126,6 +132,8 @@ std::vector<uint8_t> TargetCore::identify_controller_data(const Controller& ctrl
     id.oacs.set(capability_bits(CapabilityField::oacs));
     id.oncs.set(capability_bits(CapabilityField::oncs));
     id.fuses.set(capability_bits(CapabilityField::fuses));
+    id.ocfs.set(1);  // Copy descriptor format 0
+    id.acwu.set(0);  // a fused Compare and Write is atomic over its whole range; 0 (one block) is what is promised
     if (table.any_volatile_cache()) id.vwc = ic::kVwcPresent | ic::kVwcFlushAllNotSupported;
   }
   uint32_t sgls = ic::kSglsSupported | ic::kSglsOffset;
@@ -173,7 +181,7 @@ void TargetCore::identify(CoreQueue& q, TargetRequest& req) noexcept {
         if (nsid == 0 || nsid == protocol::kNsidAll) {
           status = st::invalid_namespace;
         } else if (const Namespace* ns = find(nsid)) {
-          data = identify_namespace_data(*ns);
+          data = identify_namespace_data(*ns, limits_);
         }  // an inactive NSID: all zeroes (nvmet), so the host sees NCAP 0 and drops it
         break;
       case protocol::Cns::active_namespace_list:

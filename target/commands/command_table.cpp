@@ -55,6 +55,8 @@ struct CommandTableAccess {
     {CommandSet::io,      op(IoOpcode::read),                   kToHost,       kIoQueue,                        0,         {},                                        nullptr, &prepare_read_write},
     {CommandSet::io,      op(IoOpcode::write_zeroes),           kNone,         kIoQueue,                        fx::kLbcc, {CapabilityField::oncs, ic::kOncsWriteZeroes}, nullptr, &prepare_write_zeroes},
     {CommandSet::io,      op(IoOpcode::dataset_management),     kToController, kIoQueue,                        fx::kLbcc, {CapabilityField::oncs, ic::kOncsDsm},        nullptr, &prepare_dataset_management},
+    {CommandSet::io,      op(IoOpcode::compare),                kToController, kIoQueue,                        0,         {CapabilityField::oncs, ic::kOncsCompare},    nullptr, &prepare_compare, {CapabilityField::fuses, ic::kFusesCompareWrite}},
+    {CommandSet::io,      op(IoOpcode::copy),                   kToController, kIoQueue,                        fx::kLbcc, {CapabilityField::oncs, ic::kOncsCopy},       nullptr, &prepare_copy},
   };
   // clang-format on
 
@@ -95,7 +97,8 @@ std::span<const CommandEntry> command_table() noexcept { return CommandTableAcce
 uint16_t capability_bits(CapabilityField field) noexcept {
   uint16_t bits = 0;
   for (const CommandEntry& e : command_table())
-    if (e.capability.field == field) bits = static_cast<uint16_t>(bits | e.capability.bit);
+    for (const Capability& c : {e.capability, e.also})
+      if (c.field == field) bits = static_cast<uint16_t>(bits | c.bit);
   return bits;
 }
 

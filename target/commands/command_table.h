@@ -62,6 +62,7 @@ struct CommandEntry {
   Capability capability;                // the Identify bit that says it is supported (optional commands)
   CommandHandler handler;               // fabrics, admin
   IoPrepare prepare;                    // I/O
+  Capability also = {};                 // a second bit it sets (Compare: FUSES compare and write)
 
   std::string_view name() const noexcept { return protocol::command_name(set, opcode); }
 };

@@ -7,6 +7,7 @@
 #include <array>
 
 #include "protocol/ana.h"
+#include "protocol/reservation.h"
 #include "target/commands/command_table.h"
 #include "target/commands/io_commands.h"
 
@@ -56,6 +57,13 @@ Status check_ana(const CoreQueue& q, const Namespace& ns) noexcept {
 }
 
 }  // namespace
+
+Status check_io_access(const CoreQueue& q, const NsSlot* slot, const IoAccess& a) noexcept {
+  if (Status s = check_access(slot, a); !s.ok()) return s;
+  return check_ana(q, *slot->ns);
+}
+
+Status open_io_channel(CoreQueue& q, RequestState& rs, NsSlot& slot) noexcept { return open_channel(q, rs, slot); }
 
 // The opcode's own checks (the command table's I/O entries; see io_commands.h).
 Status prepare_read_write(IoPrep& p) noexcept {
@@ -109,8 +117,6 @@ Status prepare_dataset_management(IoPrep& p) noexcept {
   return st::success;
 }
 
-namespace {
-
 // Validates a new I/O command and fills its RequestState: success, or the status to complete it with. The
 // order of the checks decides the status of a command with several faults: controller ready, command flags,
 // opcode (the command table), namespace, the opcode's own checks (its entry's prepare: the transfer of Read
@@ -119,7 +125,8 @@ Status prepare_io(CoreQueue& q, TargetRequest& req, const QueueLimits& limits) n
   Controller& ctrl = *q.ctrl;
   const auto& h = req.sqe.hdr;
   if (!ctrl.ready.load(std::memory_order_relaxed)) return st::command_sequence_error;
-  if (Status s = check_common_flags(h); !s.ok()) return s;
+  // (Fused halves get here too: handle_io sorted them out, commands/fused.cpp.)
+  if (h.psdt() != protocol::Psdt::sgl_mptr_contiguous) return st::invalid_field;
   ctrl.touch_if_traffic_based();
   const CommandEntry* const cmd = find_command(CommandSet::io, h.opcode);
   if (cmd == nullptr) return st::invalid_opcode;
@@ -173,8 +180,6 @@ Status prepare_with_data(CoreQueue& q, TargetRequest& req) noexcept {
   return rs.count != 0 ? open_channel(q, rs, *slot) : st::success;
 }
 
-}  // namespace
-
 bool next_backend_request(TargetRequest& req, RequestState& rs, backend::Request& b) noexcept {
   if (rs.stage == Stage::dsm) {
     for (; rs.next < rs.count; ++rs.next) {
@@ -194,11 +199,106 @@ bool next_backend_request(TargetRequest& req, RequestState& rs, backend::Request
   b.slba = rs.slba;
   b.nlb = rs.blocks;
   b.fua = rs.fua;
-  if (rs.op == backend::Op::read || rs.op == backend::Op::write) {
-    b.buf = req.data;
-    b.buf_index = rs.channel->fixed_buffers ? req.fixed_buffer_index : -1;
+  switch (rs.phase) {
+    case Phase::single:
+      if (rs.op == backend::Op::read || rs.op == backend::Op::write) {
+        b.buf = req.data;
+        b.buf_index = rs.channel->fixed_buffers ? req.fixed_buffer_index : -1;
+      }
+      return true;
+    case Phase::compare_read:
+    case Phase::caw_read:
+      b.op = backend::Op::read;
+      b.fua = false;
+      b.buf = rs.scratch;
+      return true;
+    case Phase::caw_write:  // the fused Write's data, under the range lock
+      b.op = backend::Op::write;
+      b.buf = rs.fused->data;
+      b.buf_index = rs.channel->fixed_buffers ? rs.fused->fixed_buffer_index : -1;
+      return true;
+    case Phase::copy_read: {
+      const auto r = protocol::load<protocol::CopySourceRange>(req.data + std::size_t{rs.next} * sizeof(protocol::CopySourceRange));
+      b.op = backend::Op::read;
+      b.fua = false;
+      b.slba = r.slba.get();
+      b.nlb = r.block_count();
+      b.buf = rs.scratch + copy_range_offset(req, rs.next, rs.channel->ns->geometry.block_size);
+      return true;
+    }
+    case Phase::copy_write:
+      b.op = backend::Op::write;
+      b.buf = rs.scratch;
+      return true;
   }
-  return true;
+  return false;
+}
+
+namespace {
+
+// What a write-class command keeps out of a locked range: its own, or the whole namespace for a DSM
+// deallocate (its ranges are many; locks are rare).
+bool takes_range(const RequestState& rs) noexcept {
+  if (rs.count == 0 || rs.channel == nullptr) return false;
+  if (rs.stage == Stage::dsm) return true;
+  return rs.op == backend::Op::write || rs.op == backend::Op::write_zeroes || rs.op == backend::Op::deallocate ||
+         rs.phase == Phase::copy_write;
+}
+
+// RangeWaiter::resume: the lock the command waited for let it go; on its own reactor.
+void resume_request(RangeWaiter& w) noexcept {
+  auto& req = *static_cast<TargetRequest*>(w.context);
+  core_queue(req).rs->post_range_granted(req);
+}
+
+}  // namespace
+
+void end_write(TargetRequest& req) noexcept {
+  RequestState& rs = request_state(req);
+  if (!rs.range_registered) return;
+  rs.range_registered = false;
+  rs.channel->ns->range_locks->end_write(rs.range);
+}
+
+void TargetCore::submit_io(CoreQueue& q, TargetRequest& req) noexcept {
+  RequestState& rs = request_state(req);
+  if (!takes_range(rs)) {
+    q.rs->submit(q, req);
+    return;
+  }
+  rs.range = RangeWaiter{};
+  if (rs.stage == Stage::dsm) {
+    rs.range.nlb = rs.channel->ns->geometry.num_blocks;
+  } else {
+    rs.range.slba = rs.slba;
+    rs.range.nlb = rs.blocks;
+  }
+  rs.range.context = &req;
+  rs.range.resume = &resume_request;
+  rs.range_registered = true;
+  if (rs.channel->ns->range_locks->begin_write(rs.range)) {
+    q.rs->submit(q, req);
+    return;
+  }
+  ++q.parked;  // until range_granted
+}
+
+void TargetCore::range_granted(TargetRequest& req) noexcept {
+  CoreQueue& q = core_queue(req);
+  RequestState& rs = request_state(req);
+  --q.parked;
+  if (rs.phase == Phase::caw_read) {
+    fused_lock_granted(q, req);
+    return;
+  }
+  if (q.closed) {  // the host is gone: write nothing more of it
+    end_write(req);
+    free_scratch(rs);
+    finish(req, st::aborted_sq_deletion);
+    release_queue_if_drained(q);
+    return;
+  }
+  q.rs->submit(q, req);
 }
 
 
@@ -207,25 +307,43 @@ bool next_backend_request(TargetRequest& req, RequestState& rs, backend::Request
 // ---------------------------------------------------------------------------------------------------------
 
 void TargetCore::handle_io(CoreQueue& q, TargetRequest& req) noexcept {
+  if (q.fused_first != nullptr || req.sqe.hdr.fuse() != protocol::FusedOperation::normal) {
+    handle_fused(q, req);  // commands/fused.cpp; it calls start_io for a command that is not fused
+    return;
+  }
+  start_io(q, req);
+}
+
+void TargetCore::start_io(CoreQueue& q, TargetRequest& req) noexcept {
   if (const Status s = prepare_io(q, req, limits_); !s.ok()) {
     finish(req, s);
     return;
   }
   if (request_state(req).stage == Stage::none) {
-    q.rs->submit(q, req);  // Read, Flush, Write Zeroes, DSM hints
+    submit_io(q, req);  // Read, Flush, Write Zeroes, DSM hints
   } else if (req.data_in_capsule) {
-    io_data_ready(q, req, st::success);  // Write, DSM deallocate: the data came with the command
+    io_data_ready(q, req, st::success);  // the data came with the command
   } else {
     req.queue->fetch_data(req);  // then on_data_ready -> io_data_ready
   }
 }
 
 void TargetCore::io_data_ready(CoreQueue& q, TargetRequest& req, Status /*status*/) noexcept {
+  switch (request_state(req).stage) {
+    case Stage::compare:
+      compare_data_ready(q, req);
+      return;
+    case Stage::copy:
+      copy_data_ready(q, req);
+      return;
+    default:
+      break;
+  }
   if (const Status s = prepare_with_data(q, req); !s.ok()) {
     finish(req, s);
     return;
   }
-  q.rs->submit(q, req);
+  submit_io(q, req);  // Write, DSM deallocate
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -243,6 +361,12 @@ void TargetCore::backend_completed(TargetRequest& req, Status status) noexcept {
 
 void TargetCore::io_request_done(CoreQueue& q, TargetRequest& req) noexcept {
   RequestState& rs = request_state(req);
+  if (rs.phase != Phase::single) {
+    io_phase_done(q, req);  // Compare, Copy, fused Compare and Write: the next phase or the end
+    release_queue_if_drained(q);
+    return;
+  }
+  end_write(req);
   const Status status = rs.status_field != 0 ? Status::from_field(rs.status_field) : st::success;
   const auto op = static_cast<IoOpcode>(rs.opcode);
   finish(req, status, 0, op == IoOpcode::read);

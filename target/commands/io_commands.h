@@ -4,6 +4,7 @@
 // fetching the host data, the backend requests, completion.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "protocol/status.h"
@@ -37,6 +38,34 @@ protocol::Status prepare_read_write(IoPrep& p) noexcept;
 protocol::Status prepare_flush(IoPrep& p) noexcept;
 protocol::Status prepare_write_zeroes(IoPrep& p) noexcept;
 protocol::Status prepare_dataset_management(IoPrep& p) noexcept;
+protocol::Status prepare_compare(IoPrep& p) noexcept;  // commands/compare_copy.cpp
+protocol::Status prepare_copy(IoPrep& p) noexcept;
+
+// Validates a new I/O command and fills its RequestState (commands/io.cpp): success, or the status to
+// complete it with. Fused halves come here too (commands/fused.cpp checks their fuse bits).
+protocol::Status prepare_io(CoreQueue& q, TargetRequest& req, const QueueLimits& limits) noexcept;
+// Checks a Write or DSM deallocate again once its host data has arrived, and finishes its RequestState.
+protocol::Status prepare_with_data(CoreQueue& q, TargetRequest& req) noexcept;
+// The access check (namespace active, writable, ranges inside it) and the path's ANA state.
+protocol::Status check_io_access(const CoreQueue& q, const NsSlot* slot, const IoAccess& a) noexcept;
+// The namespace's backend queue on this reactor, recorded in rs.channel: Internal Error when it cannot open.
+protocol::Status open_io_channel(CoreQueue& q, RequestState& rs, NsSlot& slot) noexcept;
+// A write-class command whose backend requests ended leaves its namespace's RangeLocks.
+void end_write(TargetRequest& req) noexcept;
+
+// Copy (commands/compare_copy.cpp): the limits Identify Namespace reports (MSRC, MSSRL, MCL).
+inline constexpr uint32_t kCopyMaxRanges = 128;
+struct CopyLimits {
+  uint64_t max_blocks = 0;        // MCL: one copy, in blocks (it is staged in one scratch buffer)
+  uint32_t max_range_blocks = 0;  // MSSRL
+  uint32_t max_ranges = 0;        // MSRC + 1
+};
+CopyLimits copy_limits(const Namespace& ns, const QueueLimits& limits) noexcept;
+// Scratch buffers of Compare, Copy and fused Compare and Write (RequestState::scratch).
+bool allocate_scratch(RequestState& rs, std::size_t bytes) noexcept;
+void free_scratch(RequestState& rs) noexcept;
+// Where Copy's source range `index` is read to in the scratch buffer.
+std::size_t copy_range_offset(const TargetRequest& req, uint32_t index, uint32_t block_size) noexcept;
 
 // The backend request number rs.next of a prepared command (ReactorState::submit runs them in order),
 // moving rs.next past empty DSM ranges. False when they have all been submitted.

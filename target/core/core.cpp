@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <utility>
 #include <cstring>
 
 #include "target/core/core_internal.h"
@@ -154,6 +155,7 @@ void TargetCore::on_queue_closed(transport::TargetQueue& queue) noexcept {
       }
     }
   }
+  if (TargetRequest* first = std::exchange(q.fused_first, nullptr)) held.push_back(first);  // its pair never came
   for (TargetRequest* r : held) queue.release(*r);
   for (auto& fn : after) fn();
   release_queue_if_drained(q);

@@ -243,8 +243,29 @@ class TargetCore final : public transport::TargetQueueHandler {
 
   // commands/io.cpp
   void handle_io(CoreQueue& q, transport::TargetRequest& req) noexcept;
+  void start_io(CoreQueue& q, transport::TargetRequest& req) noexcept;  // a command that is not fused
   void io_data_ready(CoreQueue& q, transport::TargetRequest& req, protocol::Status status) noexcept;
+  // Runs a prepared command's backend requests; a write-class one first enters its namespace's RangeLocks,
+  // and waits there while its blocks are locked (range_granted goes on).
+  void submit_io(CoreQueue& q, transport::TargetRequest& req) noexcept;
+  void range_granted(transport::TargetRequest& req) noexcept;  // on the request's reactor
   void io_request_done(CoreQueue& q, transport::TargetRequest& req) noexcept;
+
+  // commands/compare_copy.cpp
+  void compare_data_ready(CoreQueue& q, transport::TargetRequest& req) noexcept;
+  void copy_data_ready(CoreQueue& q, transport::TargetRequest& req) noexcept;
+  void io_phase_done(CoreQueue& q, transport::TargetRequest& req) noexcept;
+
+  // commands/fused.cpp: fused Compare and Write
+  void handle_fused(CoreQueue& q, transport::TargetRequest& req) noexcept;
+  void start_fused_pair(CoreQueue& q, transport::TargetRequest& first, transport::TargetRequest& second) noexcept;
+  void fused_data_ready(CoreQueue& q, transport::TargetRequest& req, protocol::Status status) noexcept;
+  void start_compare_and_write(CoreQueue& q, transport::TargetRequest& cmp, transport::TargetRequest& wr) noexcept;
+  void fused_lock_granted(CoreQueue& q, transport::TargetRequest& cmp) noexcept;
+  void fused_phase_done(CoreQueue& q, transport::TargetRequest& cmp) noexcept;
+  // Completes both halves: each with its own failure, else Failed Fused Command if the other failed.
+  void finish_fused(CoreQueue& q, transport::TargetRequest& cmp, transport::TargetRequest& wr, protocol::Status sc,
+                    protocol::Status sw) noexcept;
 
   void release_queue_if_drained(CoreQueue& q) noexcept;
 

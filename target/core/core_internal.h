@@ -21,6 +21,7 @@
 #include "target/core/controller.h"
 #include "target/core/core.h"
 #include "target/core/core_reactor.h"
+#include "target/core/range_lock.h"
 #include "target/core/stats.h"
 #include "target/core/subsystem.h"
 #include "transport/reactor.h"
@@ -101,6 +102,8 @@ class ReactorState final : public transport::Poller {
   // when the last one ends (at once when it has none). A full backend queue never fails a command: the
   // command waits on the channel and goes on when a completion makes room.
   void submit(CoreQueue& q, TargetRequest& req) noexcept;
+  // From any thread: the range lock `req` waited for let it go (TargetCore::range_granted on this thread).
+  void post_range_granted(TargetRequest& req) noexcept;
   bool poll() noexcept override;
   void detach() noexcept;  // remove the poller and the fd watches (destruction)
 
@@ -150,7 +153,10 @@ struct CoreQueue {
   std::shared_ptr<const AnaPort> ana_port;
   bool closed = false;            // on_queue_closed seen: complete() becomes release()
   uint32_t backend_in_flight = 0;
-  uint32_t parked = 0;  // commands waiting for room in a full backend queue
+  uint32_t parked = 0;  // commands waiting for room in a full backend queue or for a range lock
+  // The first half of a fused pair, held until the next command on this queue says whether it is the
+  // second half (commands/fused.cpp); released when the queue closes.
+  TargetRequest* fused_first = nullptr;
   uint64_t connect_timer = 0;  // closes the queue unless Fabrics Connect succeeds first (0 = none)
   // I/O queues: what this queue completed (written on its reactor only, read by the control path).
   stats::IoStats io_stats;
@@ -173,7 +179,11 @@ struct CoreQueue {
 // Flush and Write Zeroes (op, slba, blocks, fua), one per non-empty range for a DSM deallocate, none for DSM
 // hints - parking the command on its channel while the backend queue is full; the last completion (or the
 // first refusal) completes it through TargetCore::io_request_done.
-enum class Stage : uint8_t { none, connect, write, dsm, auth_send };
+enum class Stage : uint8_t { none, connect, write, dsm, auth_send, compare, copy };
+// Where a command that reads before it completes or writes is (commands/compare_copy.cpp, fused.cpp):
+// Compare reads the blocks into `scratch` and compares; fused Compare and Write locks the range, reads,
+// compares and writes the Write's data; Copy reads every source range into `scratch`, then writes it.
+enum class Phase : uint8_t { single, compare_read, caw_read, caw_write, copy_read, copy_write };
 struct RequestState {
   NsChannel* channel;
   TargetRequest* next_parked;  // the next command waiting on channel->parked
@@ -189,6 +199,14 @@ struct RequestState {
   bool fua;
   uint64_t arrived_ns;          // steady clock when the command arrived (latency statistics)
   stats::IoStats* ns_stats;     // I/O commands on an active namespace: its statistics on this reactor
+  // Compare, Copy and fused Compare and Write (commands/compare_copy.cpp, fused.cpp).
+  Phase phase;
+  bool data_here;          // a fused half: its data arrived (or failed: status_field says)
+  bool range_registered;   // `range` is in its namespace's RangeLocks (a write or a lock)
+  uint8_t* scratch;        // blocks read from the namespace (aligned_alloc), freed when the command ends
+  TargetRequest* fused;    // a fused pair: the other half, until both complete
+  uint64_t copy_blocks;    // Copy: blocks read so far (the next range's place in `scratch`)
+  RangeWaiter range;       // writes and fused pairs: their entry in the namespace's RangeLocks
 };
 static_assert(sizeof(RequestState) <= sizeof(TargetRequest::core));
 static_assert(alignof(RequestState) <= 16);

@@ -47,6 +47,10 @@ void TargetCore::on_data_ready(TargetRequest& req, Status status) noexcept {
   }
   CoreQueue& q = *qp;
   RequestState& rs = request_state(req);
+  if (rs.fused != nullptr) {
+    fused_data_ready(q, req, status);  // a half of a fused pair waits for the other (commands/fused.cpp)
+    return;
+  }
   if (!status.ok()) {
     finish(req, status);
     return;
@@ -57,6 +61,8 @@ void TargetCore::on_data_ready(TargetRequest& req, Status status) noexcept {
       return;
     case Stage::write:
     case Stage::dsm:
+    case Stage::compare:
+    case Stage::copy:
       io_data_ready(q, req, status);
       return;
     case Stage::auth_send:

@@ -206,6 +206,15 @@ bool ReactorState::submit_from_next(CoreQueue& q, TargetRequest& req, bool resum
   return true;
 }
 
+void ReactorState::post_range_granted(TargetRequest& req) noexcept {
+  try {
+    reactor_.post([this, &req] { core_.range_granted(req); });
+  } catch (const std::exception& e) {
+    // No memory for the message: the command would wait forever; nothing better than saying so.
+    spdlog::critical("cannot resume a command waiting for a range lock: {}", e.what());
+  }
+}
+
 void ReactorState::park(NsChannel& ch, CoreQueue& q, TargetRequest& req, bool front) noexcept {
   ++q.parked;
   if (front) {  // resumed and still no room: it stays first

@@ -61,6 +61,7 @@ std::shared_ptr<Namespace> resized_namespace(const Namespace& ns, uint64_t num_b
   out->read_only = ns.read_only;
   out->lbads = ns.lbads;
   out->ana_group.store(ns.ana_group.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  out->range_locks = ns.range_locks;  // the same blocks
   return out;
 }
 

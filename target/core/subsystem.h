@@ -21,6 +21,7 @@
 #include "protocol/auth.h"
 #include "protocol/result.h"
 #include "security/dhchap_key.h"
+#include "target/core/range_lock.h"
 #include "target/config/config.h"
 
 namespace rdmablk::target {
@@ -35,6 +36,8 @@ struct Namespace {
   // The ANA group: config.ana_group when opened, then moved by a reload in place (the one mutable field;
   // the I/O path reads it without a lock).
   std::atomic<uint32_t> ana_group{kDefaultAnaGroup};
+  // Range locks over its blocks (fused Compare and Write), shared with the namespace a resize makes of it.
+  std::shared_ptr<RangeLocks> range_locks = std::make_shared<RangeLocks>();
 
   bool volatile_cache() const noexcept { return geometry.caps.volatile_write_cache; }
   // True when the same config would produce the same namespace (reload keeps the namespace as it is).

@@ -103,14 +103,16 @@ TEST(CommandTable, IdentifysOptionalCommandFieldsAreTheTables) {
   EXPECT_EQ(id.oncs.get(), capability_bits(CapabilityField::oncs));
   EXPECT_EQ(id.oacs.get(), capability_bits(CapabilityField::oacs));
   EXPECT_EQ(id.fuses.get(), capability_bits(CapabilityField::fuses));
-  EXPECT_EQ(capability_bits(CapabilityField::oncs), p::idctl::kOncsDsm | p::idctl::kOncsWriteZeroes);
+  EXPECT_EQ(capability_bits(CapabilityField::oncs),
+            p::idctl::kOncsCompare | p::idctl::kOncsDsm | p::idctl::kOncsWriteZeroes | p::idctl::kOncsCopy);
   EXPECT_EQ(capability_bits(CapabilityField::oacs), 0);
-  EXPECT_EQ(capability_bits(CapabilityField::fuses), 0);
+  EXPECT_EQ(capability_bits(CapabilityField::fuses), p::idctl::kFusesCompareWrite);  // Compare's second bit
   // Every capability bit is set by a supported command (an entry), never by hand.
   for (const CommandEntry& e : command_table())
-    if (e.capability.field != CapabilityField::none) {
-      EXPECT_NE(e.capability.bit, 0) << e.name();
-    }
+    for (const Capability& c : {e.capability, e.also})
+      if (c.field != CapabilityField::none) {
+        EXPECT_NE(c.bit, 0) << e.name();
+      }
 }
 
 // Every admin opcode on an I/O controller and on a discovery controller: Invalid Opcode exactly where the

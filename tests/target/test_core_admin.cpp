@@ -30,7 +30,8 @@ TEST_F(CoreAdmin, IdentifyControllerReportsWhatTheLinuxHostChecks) {
   EXPECT_EQ(id.maxcmd.get(), 128);
   EXPECT_EQ(id.nn.get(), 1024u);
   EXPECT_EQ(id.aerl, 3);
-  EXPECT_EQ(id.oncs.get(), p::idctl::kOncsDsm | p::idctl::kOncsWriteZeroes);
+  EXPECT_EQ(id.oncs.get(), p::idctl::kOncsCompare | p::idctl::kOncsDsm | p::idctl::kOncsWriteZeroes | p::idctl::kOncsCopy);
+  EXPECT_EQ(id.fuses.get(), p::idctl::kFusesCompareWrite);
   EXPECT_EQ(id.oaes.get(), p::idctl::kOaesNamespaceAttribute | p::idctl::kOaesAnaChange);
   EXPECT_EQ(id.ctratt.get(), p::idctl::kCtrattHostId128 | p::idctl::kCtrattTbkas);
   EXPECT_EQ(id.vwc, 0);  // ram namespaces have no volatile cache

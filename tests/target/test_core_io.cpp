@@ -156,13 +156,14 @@ INSTANTIATE_TEST_SUITE_P(
         BadIo{"above_mdts",
               [](uint16_t cid) { return p::to_sqe(p::make_read(cid, 1, 0, 65536, tsgl(4096))); }, {},
               st::invalid_field},
+        // A second fused half with no first (the pairs: test_core_compare_copy.cpp).
         BadIo{"fused",
               [](uint16_t cid) {
                 auto c = p::make_read(cid, 1, 0, 1, tsgl(512));
-                c.hdr.set_fuse(p::FusedOperation::first);
+                c.hdr.set_fuse(p::FusedOperation::second);
                 return p::to_sqe(c);
               },
-              {}, st::invalid_field},
+              {}, st::aborted_missing_fused},
         BadIo{"prp_data_pointer",
               [](uint16_t cid) {
                 auto c = p::make_read(cid, 1, 0, 1, tsgl(512));
