@@ -1,18 +1,29 @@
-// The saved reservation state (target/reservations/state_format.h): the byte layout, a round trip, every torn
-// length and every flipped bit detected, a newer version told from damage.
+// The saved reservation state (target/reservations/state_format.h) and its file per namespace
+// (target/reservations/ptpl_store.h): the byte layout, a round trip, every torn length and every flipped bit
+// detected, and the file store's recovery rules (missing, empty, torn, corrupt, unreadable, a leftover
+// NAME.tmp, PTPL cleared).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
 #include "protocol/crc32c.h"
 #include "protocol/endian.h"
+#include "support/temp_dir.h"
 #include "target/reservation_test_util.h"
+#include "target/reservations/ptpl_store.h"
 #include "target/reservations/state_format.h"
 
 namespace rdmablk::target::reservations::testing {
 namespace {
+
+namespace fs = std::filesystem;
+using rdmablk::testing::TempDir;
 
 ReservationState sample() {
   ReservationState s = held_by_a(RT::exclusive_access_registrants_only);
@@ -32,6 +43,16 @@ void reseal(std::vector<uint8_t>& b) {
   protocol::le32 crc{};
   crc.set(protocol::crc32c(copy));
   protocol::store(&b[16], crc);
+}
+
+std::vector<uint8_t> read_bytes(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+void write_bytes(const fs::path& p, const std::vector<uint8_t>& b) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
 }
 
 // ---- the format ------------------------------------------------------------------------------------------------
@@ -127,6 +148,171 @@ TEST(ReservationStateFormatTest, AnImpossibleStateIsCorrupt) {
   b[29] = 0x81;  // an unknown flag
   reseal(b);
   EXPECT_FALSE(parse_state(b).has_value());
+}
+
+// ---- the file store --------------------------------------------------------------------------------------------
+
+class PtplStoreTest : public ::testing::Test {
+ protected:
+  TempDir tmp_;
+  fs::path dir_ = tmp_.path() / "state";
+  FileReservationStore store_{dir_, "nqn.test-ns1.resv"};
+  fs::path tmp_file() const { return store_.path().string() + ".tmp"; }
+  fs::path aside() const { return store_.path().string() + ".corrupt"; }
+
+  // load() of a file whose bytes are `b`: an error, the file moved aside with those very bytes.
+  void expect_moved_aside(const std::vector<uint8_t>& b, const char* problem) {
+    fs::create_directories(dir_);
+    write_bytes(store_.path(), b);
+    auto loaded = store_.load();
+    ASSERT_FALSE(loaded.has_value());
+    EXPECT_NE(loaded.error().message.find(problem), std::string::npos) << loaded.error().message;
+    EXPECT_NE(loaded.error().message.find(aside().string()), std::string::npos) << loaded.error().message;
+    EXPECT_FALSE(fs::exists(store_.path()));
+    EXPECT_EQ(read_bytes(aside()), b);
+    // The next start finds nothing and starts clean; the next save does not touch the kept copy.
+    auto again = store_.load();
+    ASSERT_TRUE(again.has_value());
+    EXPECT_FALSE(again->has_value());
+    ASSERT_TRUE(store_.save(sample()).has_value());
+    EXPECT_EQ(read_bytes(aside()), b);
+  }
+};
+
+TEST_F(PtplStoreTest, ASavedStateLoadsBack) {
+  ASSERT_TRUE(store_.save(sample()).has_value());
+  EXPECT_TRUE(fs::exists(store_.path()));
+  EXPECT_FALSE(fs::exists(tmp_file()));
+  EXPECT_EQ(fs::status(store_.path()).permissions() & fs::perms::all, fs::perms::owner_read | fs::perms::owner_write);
+  auto loaded = store_.load();
+  ASSERT_TRUE(loaded.has_value()) << loaded.error().message;
+  ASSERT_TRUE(loaded->has_value());
+  EXPECT_EQ(**loaded, sample());
+
+  ReservationState next = sample();
+  ASSERT_TRUE(clear(next, kB, 2).ok());
+  ASSERT_TRUE(store_.save(next).has_value());
+  FileReservationStore reopened(dir_, "nqn.test-ns1.resv");  // a restart: a new store on the same file
+  loaded = reopened.load();
+  ASSERT_TRUE(loaded.has_value() && loaded->has_value());
+  EXPECT_EQ(**loaded, next);
+}
+
+// Nothing saved yet, not even the state directory: no state, and no error.
+TEST_F(PtplStoreTest, AMissingFileOrDirectoryIsNoState) {
+  ASSERT_FALSE(fs::exists(dir_));
+  auto loaded = store_.load();
+  ASSERT_TRUE(loaded.has_value());
+  EXPECT_FALSE(loaded->has_value());
+  fs::create_directories(dir_);
+  loaded = store_.load();
+  ASSERT_TRUE(loaded.has_value());
+  EXPECT_FALSE(loaded->has_value());
+}
+
+TEST_F(PtplStoreTest, SaveCreatesTheStateDirectory) {
+  FileReservationStore deep(dir_ / "a" / "b", "x.resv");
+  ASSERT_TRUE(deep.save(sample()).has_value());
+  auto loaded = deep.load();
+  ASSERT_TRUE(loaded.has_value() && loaded->has_value());
+  EXPECT_EQ(**loaded, sample());
+}
+
+// SPDK refuses to load a namespace whose persistence file is empty; here it is no state, and no error.
+TEST_F(PtplStoreTest, SpdkDepartureAnEmptyFileIsNoState) {
+  fs::create_directories(dir_);
+  write_bytes(store_.path(), {});
+  auto loaded = store_.load();
+  ASSERT_TRUE(loaded.has_value());
+  EXPECT_FALSE(loaded->has_value());
+  EXPECT_FALSE(fs::exists(aside()));
+}
+
+TEST_F(PtplStoreTest, ATornFileIsAnErrorAndKeptAside) {
+  auto b = serialize_state(sample());
+  b.resize(b.size() - 5);
+  expect_moved_aside(b, "truncated");
+}
+
+TEST_F(PtplStoreTest, ACorruptFileIsAnErrorAndKeptAside) {
+  auto b = serialize_state(sample());
+  b[40] ^= 0x10;
+  expect_moved_aside(b, "corrupt");
+}
+
+TEST_F(PtplStoreTest, ANewerVersionIsAnErrorAndKeptAside) {
+  auto b = serialize_state(sample());
+  b[8] = 9;
+  reseal(b);
+  expect_moved_aside(b, "unsupported version");
+}
+
+// A crash after writing NAME.tmp and before the rename: NAME is the last complete save; the leftover goes.
+TEST_F(PtplStoreTest, ALeftoverTmpIsRemovedAndTheLastSaveLoads) {
+  ASSERT_TRUE(store_.save(sample()).has_value());
+  auto half = serialize_state(three_registrants());
+  half.resize(30);
+  write_bytes(tmp_file(), half);
+  auto loaded = store_.load();
+  ASSERT_TRUE(loaded.has_value() && loaded->has_value());
+  EXPECT_EQ(**loaded, sample());
+  EXPECT_FALSE(fs::exists(tmp_file()));
+  // With no NAME at all, a leftover tmp is still only a leftover.
+  fs::remove(store_.path());
+  write_bytes(tmp_file(), serialize_state(sample()));
+  loaded = store_.load();
+  ASSERT_TRUE(loaded.has_value());
+  EXPECT_FALSE(loaded->has_value());
+  EXPECT_FALSE(fs::exists(tmp_file()));
+}
+
+// With PTPL cleared the state must not survive a power loss: saving it removes the file.
+TEST_F(PtplStoreTest, SavingWithPtplClearedRemovesTheSavedState) {
+  ASSERT_TRUE(store_.save(sample()).has_value());
+  ReservationState off = sample();
+  ASSERT_TRUE(do_register(off, kA, 1, ChangePtpl::clear).ok());
+  ASSERT_TRUE(store_.save(off).has_value());
+  EXPECT_FALSE(fs::exists(store_.path()));
+  auto loaded = store_.load();
+  ASSERT_TRUE(loaded.has_value());
+  EXPECT_FALSE(loaded->has_value());
+  EXPECT_TRUE(store_.save(off).has_value()) << "nothing to remove is no error";
+}
+
+// save() never writes one; should a state without PTPL be found, it does not outlive its process either.
+TEST_F(PtplStoreTest, AFileWithoutPtplIsNoState) {
+  fs::create_directories(dir_);
+  ReservationState s = sample();
+  s.ptpl = false;
+  write_bytes(store_.path(), serialize_state(s));
+  auto loaded = store_.load();
+  ASSERT_TRUE(loaded.has_value());
+  EXPECT_FALSE(loaded->has_value());
+}
+
+// A file that cannot be read is an error, and left where it is (it may be fine once readable).
+TEST_F(PtplStoreTest, AnUnreadableFileIsAnErrorLeftInPlace) {
+  fs::create_directories(store_.path());  // a directory where the file should be: read() fails with EISDIR
+  auto loaded = store_.load();
+  ASSERT_FALSE(loaded.has_value());
+  EXPECT_NE(loaded.error().errno_value, 0);
+  EXPECT_TRUE(fs::is_directory(store_.path()));
+  EXPECT_FALSE(fs::exists(aside()));
+}
+
+TEST_F(PtplStoreTest, SaveReportsAStateDirectoryItCannotCreate) {
+  write_bytes(tmp_.path() / "file", {1});
+  FileReservationStore blocked(tmp_.path() / "file" / "state", "x.resv");
+  auto saved = blocked.save(sample());
+  ASSERT_FALSE(saved.has_value());
+  EXPECT_NE(saved.error().message.find("creating"), std::string::npos) << saved.error().message;
+}
+
+TEST(PtplStateFileNameTest, NamesAreSafeAndDistinct) {
+  EXPECT_EQ(state_file_name("nqn.2024-01.io.rdmablk:vol_1", 3), "nqn.2024-01.io.rdmablk:vol_1-ns3.resv");
+  EXPECT_EQ(state_file_name("../x/y", 1), "%2E.%2Fx%2Fy-ns1.resv");
+  EXPECT_EQ(state_file_name("a b%", 2), "a%20b%25-ns2.resv");
+  EXPECT_NE(state_file_name("a/b", 1), state_file_name("a%2Fb", 1));
 }
 
 }  // namespace
