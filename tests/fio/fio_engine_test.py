@@ -480,7 +480,10 @@ time_based
 """))
     j = jobs(rep, "rate")[0]
     iops = j["read"]["iops"]
-    expect(340 <= iops <= 440, f"rate_iops=400 gave {iops:.0f} IOPS")
+    # The rate is a ceiling (+10 %). The floor only catches an engine that stalls while fio waits (reaping
+    # in its 100 ms poll slices would give ~40 IOPS at iodepth 4); it is half the rate because a loaded CI
+    # machine (the sanitized suite and qemu beside it) once gave 323 IOPS with nothing wrong.
+    expect(200 <= iops <= 440, f"rate_iops=400 gave {iops:.0f} IOPS")
 
 
 def case_fsync(r):
