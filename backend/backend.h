@@ -22,7 +22,8 @@ namespace rdmablk::backend {
 
 using protocol::Status;
 
-enum class Op : uint8_t { read, write, flush, write_zeroes, deallocate };
+// compare_and_write: only where Capabilities::compare_and_write says so (rbd).
+enum class Op : uint8_t { read, write, flush, write_zeroes, deallocate, compare_and_write };
 
 const char* op_name(Op op) noexcept;
 
@@ -35,6 +36,10 @@ struct Capabilities {
   // Zeroes with Deallocate by deallocating. False where deallocate does not touch the data (null).
   bool deallocated_reads_zeroes = false;
   bool volatile_write_cache = false;  // completes writes before they are durable (buffered I/O, ram)
+  // Op::compare_and_write for up to this many blocks (0: none), atomic in the store itself, so against
+  // every writer of it, this target or another (rbd: rbd_aio_compare_and_write in the OSD, which takes
+  // one 512-byte sector at most). Without it the target core locks the range.
+  uint32_t compare_and_write_blocks = 0;
   bool read_only = false;
 };
 
@@ -52,7 +57,8 @@ struct Request {
   Op op = Op::read;
   uint64_t slba = 0;   // first logical block
   uint32_t nlb = 0;    // number of logical blocks (1-based; flush ignores the range)
-  void* buf = nullptr;  // read/write data, nlb * block_size bytes
+  void* buf = nullptr;  // read/write data, nlb * block_size bytes (compare_and_write: what to write)
+  const void* cmp_buf = nullptr;  // compare_and_write: what the blocks must hold (else Compare Failure)
   int buf_index = -1;   // index of a buffer registered with the queue that contains buf, or -1
   bool fua = false;     // write: durable before completion
   uint64_t user_data = 0;  // returned in the completion (the caller's request tag)

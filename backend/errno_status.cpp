@@ -86,6 +86,7 @@ Status status_from_errno(int err, Op op) noexcept {
         return st::unrecovered_read_error;
       case Op::write:
       case Op::write_zeroes:
+      case Op::compare_and_write:
       case Op::flush:  // fdatasync's EIO: written data did not reach stable storage
         return st::write_fault;
       case Op::deallocate:
@@ -107,6 +108,8 @@ const char* op_name(Op op) noexcept {
       return "write zeroes";
     case Op::deallocate:
       return "deallocate";
+    case Op::compare_and_write:
+      return "compare and write";
   }
   return "unknown";
 }

@@ -410,6 +410,7 @@ class FileQueue final : public Queue {
         break;
       }
       case Op::flush:
+      case Op::compare_and_write:  // never: check_request refuses it (no such capability here)
         io_uring_prep_fsync(sqe, file_, IORING_FSYNC_DATASYNC);
         break;
       case Op::write_zeroes:
@@ -497,6 +498,7 @@ class FileQueue final : public Queue {
         break;
       }
       case Op::flush:
+      case Op::compare_and_write:  // never submitted here
         if (res == -EINTR && s.retries < kMaxRetries) {
           ++s.retries;
           return !resubmit(idx, out);

@@ -22,6 +22,10 @@
 // - Write Zeroes = rbd_aio_write_zeroes; Deallocate = rbd_aio_discard, with rbd_skip_partial_discard off
 //   on our connection so that a discard zeroes exactly its range (deallocated blocks read as zeroes).
 // - volatile_write_cache = the connection's rbd_cache setting (librbd's default: on).
+// - Compare and Write = rbd_aio_compare_and_write: the OSD compares and writes atomically, so the pair is
+//   atomic against every client of the image, other targets included; a mismatch (-EILSEQ) is Compare
+//   Failure. A FUA one is followed by a flush like a FUA write. librbd takes one 512-byte sector at most:
+//   namespaces with 512-byte blocks only, one block (what VMware's ATS and fencing heartbeats use).
 // - Errors (negative errno from librbd) map through status_from_errno(err, op).
 #include <poll.h>
 #include <pthread.h>
@@ -239,6 +243,7 @@ struct Slot {
   uint64_t user_data = 0;
   Op op = Op::read;
   bool flush_after = false;      // FUA write: a flush follows before the completion
+  uint64_t mismatch_offset = 0;  // compare and write: where the data differed (librbd writes it)
 };
 
 void on_complete(rbd_completion_t c, void* arg) noexcept;
@@ -343,10 +348,11 @@ class RbdQueue final : public Queue {
     slot->next = nullptr;
     slot->user_data = req.user_data;
     slot->op = req.op;
-    slot->flush_after = req.op == Op::write && req.fua && backend_.flush_for_fua();
+    slot->flush_after = (req.op == Op::write || req.op == Op::compare_and_write) && req.fua && backend_.flush_for_fua();
     ++in_flight_;
     const uint64_t bs = backend_.geometry().block_size;
-    const int rc = issue(*slot, req.op, req.slba * bs, uint64_t{req.nlb} * bs, static_cast<char*>(req.buf));
+    const int rc = issue(*slot, req.op, req.slba * bs, uint64_t{req.nlb} * bs, static_cast<char*>(req.buf),
+                         static_cast<const char*>(req.cmp_buf));
     if (rc < 0) complete_locally(*slot, rc);
     return st::success;
   }
@@ -385,7 +391,7 @@ class RbdQueue final : public Queue {
   std::atomic<unsigned> callbacks_running_{0};
 
  private:
-  int issue(Slot& slot, Op op, uint64_t off, uint64_t len, char* buf) noexcept {
+  int issue(Slot& slot, Op op, uint64_t off, uint64_t len, char* buf, const char* cmp = nullptr) noexcept {
     int rc = rbd_aio_create_completion(&slot, on_complete, &slot.completion);
     if (rc < 0) {
       slot.completion = nullptr;
@@ -407,6 +413,9 @@ class RbdQueue final : public Queue {
         break;
       case Op::deallocate:
         rc = rbd_aio_discard(img, off, len, slot.completion);
+        break;
+      case Op::compare_and_write:
+        rc = static_cast<int>(rbd_aio_compare_and_write(img, off, len, cmp, buf, slot.completion, &slot.mismatch_offset, 0));
         break;
     }
     if (rc < 0) {
@@ -451,8 +460,9 @@ class RbdQueue final : public Queue {
         continue;
       }
       const Op op = s->flush_after ? Op::write : s->op;
-      out[n++] = Completion{s->user_data, s->result >= 0 ? Status(st::success)
-                                                         : status_from_errno(static_cast<int>(s->result), op)};
+      Status status = s->result >= 0 ? Status(st::success) : status_from_errno(static_cast<int>(s->result), op);
+      if (s->op == Op::compare_and_write && s->result == -EILSEQ) status = st::compare_failure;
+      out[n++] = Completion{s->user_data, status};
       s->next = free_;
       free_ = s;
       --in_flight_;
@@ -534,6 +544,8 @@ Result<std::unique_ptr<Backend>> open_rbd_backend(const RbdOptions& o) {
   geo.caps.deallocated_reads_zeroes = true;  // rbd_skip_partial_discard = false (connect_cluster)
   geo.caps.volatile_write_cache = (*cluster)->rbd_cache();
   geo.caps.read_only = o.read_only;
+  // librbd (16) compares and writes within one 512-byte sector only (ImageCompareAndWriteRequest).
+  geo.caps.compare_and_write_blocks = !o.read_only && geo.block_size == 512 ? 1 : 0;
   std::string name = fmt::format("rbd {} (client {})", where, o.client);
   spdlog::debug("{}: {} bytes, block size {}, rbd cache {}", name, bytes, o.block_size,
                 (*cluster)->rbd_cache() ? "on" : "off");

@@ -20,13 +20,18 @@ inline Status check_request(const Request& req, const Geometry& geo, uint64_t nu
     case Op::write_zeroes:
     case Op::deallocate:
       break;
+    case Op::compare_and_write:
+      if (geo.caps.compare_and_write_blocks == 0) return st::invalid_opcode;
+      if (req.cmp_buf == nullptr || req.nlb > geo.caps.compare_and_write_blocks) return st::invalid_field;
+      break;
     default:
       return st::invalid_opcode;
   }
   if (req.op != Op::read && geo.caps.read_only) return st::namespace_write_protected;
   if (req.nlb == 0) return st::invalid_field;
   if (req.slba >= num_blocks || req.nlb > num_blocks - req.slba) return st::lba_out_of_range;
-  if ((req.op == Op::read || req.op == Op::write) && req.buf == nullptr) return st::invalid_field;
+  if ((req.op == Op::read || req.op == Op::write || req.op == Op::compare_and_write) && req.buf == nullptr)
+    return st::invalid_field;
   return st::success;
 }
 

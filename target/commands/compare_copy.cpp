@@ -206,7 +206,8 @@ void TargetCore::io_phase_done(CoreQueue& q, TargetRequest& req) noexcept {
       return;
     case Phase::copy_write: end_write(req); break;
     case Phase::caw_read:
-    case Phase::caw_write: fused_phase_done(q, req); return;
+    case Phase::caw_write:
+    case Phase::caw_native: fused_phase_done(q, req); return;
     case Phase::single: break;
   }
   free_scratch(rs);

@@ -11,6 +11,9 @@
 // Halves that do not agree (namespace, LBA range) or are not Compare then Write: Invalid Field, both.
 // On a miscompare the Compare completes with Compare Failure and the Write with Failed Fused Command, having
 // written nothing. The Compare's request drives the pair's backend requests (phases caw_read, caw_write).
+// A backend that compares and writes atomically in the store (Capabilities::compare_and_write: rbd, where
+// the OSD does it, so the pair is atomic against other targets exporting the image too) gets the pair as
+// one request and no range lock (phase caw_native).
 #include <spdlog/spdlog.h>
 
 #include <cstring>
@@ -122,16 +125,32 @@ void TargetCore::start_compare_and_write(CoreQueue& q, TargetRequest& cmp, Targe
     sc = check_io_access(q, slot, access);
     if (sc.ok()) sw = prepare_with_data(q, wr);
     if (sc.ok() && sw.ok()) sc = open_io_channel(q, c, *slot);
-    if (sc.ok() && sw.ok() && !allocate_scratch(c, cmp.data_length)) sc = st::internal_error;
   }
   if (!sc.ok() || !sw.ok()) {
     finish_fused(q, cmp, wr, sc, sw);
     return;
   }
-  c.phase = Phase::caw_read;
   c.count = 1;
   c.next = 0;
   c.fua = request_state(wr).fua;
+  if (const uint32_t native = slot->ns->geometry.caps.compare_and_write_blocks; native != 0) {
+    // The store compares and writes (no scratch, no lock), atomically for every client of it. A larger
+    // pair is refused rather than made atomic only within this target (NACWU says what fits).
+    if (c.blocks > native) {
+      finish(cmp, st::invalid_field);
+      finish(wr, st::aborted_failed_fused);
+      c.fused = request_state(wr).fused = nullptr;
+      return;
+    }
+    c.phase = Phase::caw_native;
+    q.rs->submit(q, cmp);
+    return;
+  }
+  if (!allocate_scratch(c, cmp.data_length)) {
+    finish_fused(q, cmp, wr, st::internal_error, st::success);
+    return;
+  }
+  c.phase = Phase::caw_read;
   c.range = RangeWaiter{};
   c.range.slba = c.slba;
   c.range.nlb = c.blocks;
@@ -162,6 +181,12 @@ void TargetCore::fused_phase_done(CoreQueue& q, TargetRequest& cmp) noexcept {
   RequestState& c = request_state(cmp);
   TargetRequest& wr = *c.fused;
   const Status failed = held_status(c);
+  if (c.phase == Phase::caw_native) {
+    // One outcome for both: a miscompare is the Compare's, and so is any other failure (which half failed
+    // is not known); the Write is then Failed Fused.
+    finish_fused(q, cmp, wr, q.closed && failed.ok() ? st::aborted_sq_deletion : failed, st::success);
+    return;
+  }
   if (c.phase == Phase::caw_write) {
     // The Compare matched; the Write's own outcome is the Write's.
     finish_fused(q, cmp, wr, st::success, q.closed && failed.ok() ? st::aborted_sq_deletion : failed);

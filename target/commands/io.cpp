@@ -217,6 +217,11 @@ bool next_backend_request(TargetRequest& req, RequestState& rs, backend::Request
       b.buf = rs.fused->data;
       b.buf_index = rs.channel->fixed_buffers ? rs.fused->fixed_buffer_index : -1;
       return true;
+    case Phase::caw_native:  // one request: the backend compares and writes atomically (rbd)
+      b.op = backend::Op::compare_and_write;
+      b.buf = rs.fused->data;
+      b.cmp_buf = req.data;
+      return true;
     case Phase::copy_read: {
       const auto r = protocol::load<protocol::CopySourceRange>(req.data + std::size_t{rs.next} * sizeof(protocol::CopySourceRange));
       b.op = backend::Op::read;

@@ -183,7 +183,8 @@ enum class Stage : uint8_t { none, connect, write, dsm, auth_send, compare, copy
 // Where a command that reads before it completes or writes is (commands/compare_copy.cpp, fused.cpp):
 // Compare reads the blocks into `scratch` and compares; fused Compare and Write locks the range, reads,
 // compares and writes the Write's data; Copy reads every source range into `scratch`, then writes it.
-enum class Phase : uint8_t { single, compare_read, caw_read, caw_write, copy_read, copy_write };
+// A backend that compares and writes atomically itself (rbd) takes the pair in one request: caw_native.
+enum class Phase : uint8_t { single, compare_read, caw_read, caw_write, caw_native, copy_read, copy_write };
 struct RequestState {
   NsChannel* channel;
   TargetRequest* next_parked;  // the next command waiting on channel->parked

@@ -109,6 +109,45 @@ TEST(RbdBackend, WriteReadBackAtSeveralOffsetsAndSizes) {
   EXPECT_EQ(std::memcmp(w.get(), r.get(), w.size), 0);
 }
 
+// Compare and Write in the OSD (Capabilities::compare_and_write): replaces the blocks only when they hold
+// what the caller expects, and a second image handle (another target) sees the same outcome.
+TEST(RbdBackend, CompareAndWriteIsDoneByTheOsd) {
+  CEPH_CLUSTER_OR_SKIP(cluster);
+  const std::string image = cluster->create_image("caw", "16M");
+  auto b = open_or_fail(options_for(*cluster, image));
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->geometry().caps.compare_and_write_blocks, 1u);  // one 512-byte sector (librbd's limit)
+  auto q = queue_or_fail(*b);
+  ASSERT_TRUE(q);
+  AlignedBuf old_data(512), new_data(512), other(512), r(512);
+  fill_pattern(old_data.get(), 512, 1);
+  fill_pattern(new_data.get(), 512, 2);
+  fill_pattern(other.get(), 512, 3);
+  ASSERT_TRUE(run(*q, rw(Op::write, 64, 1, old_data.get())).ok());
+  Request caw = rw(Op::compare_and_write, 64, 1, new_data.get());
+  caw.cmp_buf = old_data.get();
+  EXPECT_TRUE(run(*q, caw).ok());
+  ASSERT_TRUE(run(*q, rw(Op::read, 64, 1, r.get())).ok());
+  EXPECT_EQ(std::memcmp(r.get(), new_data.get(), 512), 0);
+  // The blocks no longer hold old_data: Compare Failure, nothing written, seen through another handle too.
+  Request stale = rw(Op::compare_and_write, 64, 1, other.get());
+  stale.cmp_buf = old_data.get();
+  const Status s = run(*q, stale);
+  EXPECT_TRUE(s.is(st::compare_failure)) << protocol::status_name(s);
+  auto b2 = open_or_fail(options_for(*cluster, image));
+  ASSERT_TRUE(b2);
+  auto q2 = queue_or_fail(*b2);
+  ASSERT_TRUE(q2);
+  ASSERT_TRUE(run(*q2, rw(Op::read, 64, 1, r.get())).ok());
+  EXPECT_EQ(std::memcmp(r.get(), new_data.get(), 512), 0);
+  // Without a compare buffer, or over more than one sector, the request is refused at submit.
+  EXPECT_TRUE(q->submit(rw(Op::compare_and_write, 64, 1, other.get())).is(st::invalid_field));
+  AlignedBuf two(1024);
+  Request big = rw(Op::compare_and_write, 64, 2, two.get());
+  big.cmp_buf = two.get();
+  EXPECT_TRUE(q->submit(big).is(st::invalid_field));
+}
+
 TEST(RbdBackend, FourKBlocks) {
   CEPH_CLUSTER_OR_SKIP(cluster);
   RbdOptions o = options_for(*cluster, cluster->create_image("4k", "16M"));
