@@ -128,23 +128,26 @@ void copy_pack(TargetRequest& req, RequestState& rs, uint32_t block_size) noexce
 // The core's side: data arrived, phases done
 // ---------------------------------------------------------------------------------------------------------
 
+namespace {
+
+// Once the data is here: the access check against the namespace as it is now, its channel, a scratch buffer.
+Status ready_to_read(CoreQueue& q, RequestState& rs, NsSlot* slot, const IoAccess& access,
+                     std::size_t scratch_bytes) noexcept {
+  if (Status s = check_io_access(q, slot, access); !s.ok()) return s;
+  if (Status s = open_io_channel(q, rs, *slot); !s.ok()) return s;
+  return allocate_scratch(rs, scratch_bytes) ? st::success : st::internal_error;
+}
+
+}  // namespace
+
 void TargetCore::compare_data_ready(CoreQueue& q, TargetRequest& req) noexcept {
   RequestState& rs = request_state(req);
-  NsSlot* const slot = q.view->find(req.sqe.hdr.nsid.get());
   IoAccess access;
   access.slba = rs.slba;
   access.nlb = rs.blocks;
   access.data_bytes = req.data_length;
-  if (Status s = check_io_access(q, slot, access); !s.ok()) {
+  if (Status s = ready_to_read(q, rs, q.view->find(req.sqe.hdr.nsid.get()), access, req.data_length); !s.ok()) {
     finish(req, s);
-    return;
-  }
-  if (Status s = open_io_channel(q, rs, *slot); !s.ok()) {
-    finish(req, s);
-    return;
-  }
-  if (!allocate_scratch(rs, req.data_length)) {
-    finish(req, st::internal_error);
     return;
   }
   rs.phase = Phase::compare_read;
@@ -164,22 +167,14 @@ void TargetCore::copy_data_ready(CoreQueue& q, TargetRequest& req) noexcept {
     finish(req, s);
     return;
   }
-  if (Status s = check_io_access(q, slot, access); !s.ok()) {
-    finish(req, s);
-    return;
-  }
-  if (Status s = open_io_channel(q, rs, *slot); !s.ok()) {
+  const uint32_t ranges = protocol::as<protocol::CopyCommand>(req.sqe).range_count();
+  const std::size_t bytes = copy_range_offset(req, ranges, slot->ns->geometry.block_size);
+  if (Status s = ready_to_read(q, rs, slot, access, bytes); !s.ok()) {
     finish(req, s);
     return;
   }
   // With the volatile write cache turned off by the host, the copy's write must be durable (as a Write).
   if (slot->ns->volatile_cache() && !q.ctrl->write_cache.load(std::memory_order_relaxed)) rs.fua = true;
-  const uint32_t bs = slot->ns->geometry.block_size;
-  const uint32_t ranges = protocol::as<protocol::CopyCommand>(req.sqe).range_count();
-  if (!allocate_scratch(rs, copy_range_offset(req, ranges, bs))) {
-    finish(req, st::internal_error);
-    return;
-  }
   rs.phase = Phase::copy_read;
   rs.count = static_cast<uint16_t>(ranges);
   q.rs->submit(q, req);
