@@ -42,6 +42,7 @@ std::vector<uint8_t> identify_namespace_data(const Namespace& ns, const QueueLim
   id.flbas = 0;
   id.lbaf[0].lbads = ns.lbads;
   id.nmic = protocol::idns::kNmicShared;
+  id.rescap = ns.reservations->rescap();
   if (geo.caps.deallocate && geo.caps.deallocated_reads_zeroes)
     id.dlfeat = protocol::idns::kDlfeatReadZeroes | protocol::idns::kDlfeatWriteZeroesDeallocate;
   id.nvmcap.set(geo.num_blocks * geo.block_size);
@@ -358,6 +359,14 @@ std::vector<uint8_t> TargetCore::discovery_log_page_locked(Controller& ctrl, con
 // Features
 // ---------------------------------------------------------------------------------------------------------
 
+namespace {
+// Reservation Notification Mask and Reservation Persistence: of a namespace (commands/reservations.cpp).
+bool is_reservation_feature(const Controller& ctrl, protocol::FeatureId fid) noexcept {
+  return !ctrl.discovery && (fid == protocol::FeatureId::reservation_notification_mask ||
+                             fid == protocol::FeatureId::reservation_persistence);
+}
+}  // namespace
+
 void TargetCore::set_features(CoreQueue& q, TargetRequest& req) noexcept {
   const auto cmd = protocol::as<protocol::FeaturesCommand>(req.sqe);
   Controller& ctrl = *q.ctrl;
@@ -366,6 +375,10 @@ void TargetCore::set_features(CoreQueue& q, TargetRequest& req) noexcept {
     return;
   }
   const auto fid = cmd.fid();
+  if (is_reservation_feature(ctrl, fid)) {
+    set_reservation_feature(q, req);
+    return;
+  }
   const uint32_t value = cmd.value();
   uint32_t dw0 = 0;
   Status status = st::success;
@@ -429,6 +442,10 @@ void TargetCore::get_features(CoreQueue& q, TargetRequest& req) noexcept {
     return;
   }
   const bool current = sel == protocol::FeatureSelect::current;
+  if (is_reservation_feature(ctrl, fid)) {
+    get_reservation_feature(q, req);
+    return;
+  }
   if (ctrl.discovery && fid != protocol::FeatureId::keep_alive_timer &&
       fid != protocol::FeatureId::async_event_configuration) {
     finish(req, st::invalid_field);

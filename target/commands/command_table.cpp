@@ -57,6 +57,10 @@ struct CommandTableAccess {
     {CommandSet::io,      op(IoOpcode::dataset_management),     kToController, kIoQueue,                        fx::kLbcc, {CapabilityField::oncs, ic::kOncsDsm},        nullptr, &prepare_dataset_management},
     {CommandSet::io,      op(IoOpcode::compare),                kToController, kIoQueue,                        0,         {CapabilityField::oncs, ic::kOncsCompare},    nullptr, &prepare_compare, {CapabilityField::fuses, ic::kFusesCompareWrite}},
     {CommandSet::io,      op(IoOpcode::copy),                   kToController, kIoQueue,                        fx::kLbcc, {CapabilityField::oncs, ic::kOncsCopy},       nullptr, &prepare_copy},
+    {CommandSet::io,      op(IoOpcode::reservation_register),   kToController, kIoQueue,                        0,         {CapabilityField::oncs, ic::kOncsReservations}, nullptr, &prepare_reservation},
+    {CommandSet::io,      op(IoOpcode::reservation_report),     kToHost,       kIoQueue,                        0,         {CapabilityField::oncs, ic::kOncsReservations}, nullptr, &prepare_reservation_report},
+    {CommandSet::io,      op(IoOpcode::reservation_acquire),    kToController, kIoQueue,                        0,         {CapabilityField::oncs, ic::kOncsReservations}, nullptr, &prepare_reservation},
+    {CommandSet::io,      op(IoOpcode::reservation_release),    kToController, kIoQueue,                        0,         {CapabilityField::oncs, ic::kOncsReservations}, nullptr, &prepare_reservation},
   };
   // clang-format on
 
@@ -69,6 +73,7 @@ struct CommandTableAccess {
     {lid(LogPageId::changed_namespace_list),     kIoController,        0,                           &TargetCore::changed_namespaces_log_locked},
     {lid(LogPageId::commands_supported_effects), kIoController,        ic::kLpaCommandEffects,      &TargetCore::effects_log_locked},
     {lid(LogPageId::ana),                        kIoController,        0,                           &TargetCore::ana_log_page_locked},
+    {lid(LogPageId::reservation_notification),   kIoController,        0,                           &TargetCore::reservation_log_locked},
     {lid(LogPageId::discovery),                  kDiscoveryController, 0,                           &TargetCore::discovery_log_page_locked},
   };
   // clang-format on

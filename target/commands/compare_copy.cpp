@@ -102,6 +102,7 @@ Status check_copy_ranges(const TargetRequest& req, RequestState& rs, const Names
   }
   if (total > lim.max_blocks) return st::command_size_limit_exceeded;  // MCL
   access.writes = true;
+  access.group = reservations::Access::write;  // the Copy group: the Write group's rights
   access.slba = cmd.sdlba.get();
   access.nlb = total;
   rs.slba = cmd.sdlba.get();
@@ -143,6 +144,7 @@ Status ready_to_read(CoreQueue& q, RequestState& rs, NsSlot* slot, const IoAcces
 void TargetCore::compare_data_ready(CoreQueue& q, TargetRequest& req) noexcept {
   RequestState& rs = request_state(req);
   IoAccess access;
+  access.group = reservations::Access::read;
   access.slba = rs.slba;
   access.nlb = rs.blocks;
   access.data_bytes = req.data_length;

@@ -35,12 +35,6 @@ Status held_status(const RequestState& rs) noexcept {
 
 bool is(const TargetRequest& req, IoOpcode op) noexcept { return req.sqe.hdr.opcode == static_cast<uint8_t>(op); }
 
-// RangeWaiter::resume of the pair's lock: TargetCore::range_granted on the Compare's reactor.
-void resume_pair(RangeWaiter& w) noexcept {
-  auto& cmp = *static_cast<TargetRequest*>(w.context);
-  core_queue(cmp).rs->post_range_granted(cmp);
-}
-
 }  // namespace
 
 void TargetCore::handle_fused(CoreQueue& q, TargetRequest& req) noexcept {
@@ -119,6 +113,7 @@ void TargetCore::start_compare_and_write(CoreQueue& q, TargetRequest& cmp, Targe
   if (sc.ok() && sw.ok()) {
     // Both checked again with their data here: a reload may have changed the namespace meanwhile.
     IoAccess access;
+    access.group = reservations::Access::read;  // the Compare's; the Write's is prepare_with_data's
     access.slba = c.slba;
     access.nlb = c.blocks;
     access.data_bytes = cmp.data_length;
@@ -155,7 +150,7 @@ void TargetCore::start_compare_and_write(CoreQueue& q, TargetRequest& cmp, Targe
   c.range.slba = c.slba;
   c.range.nlb = c.blocks;
   c.range.context = &cmp;
-  c.range.resume = &resume_pair;
+  c.range.resume = &resume_request;  // range_granted -> fused_lock_granted
   c.range_registered = true;
   RangeLocks& locks = *c.channel->ns->range_locks;
   if (locks.lock(c.range)) {
@@ -171,6 +166,13 @@ void TargetCore::start_compare_and_write(CoreQueue& q, TargetRequest& cmp, Targe
 void TargetCore::fused_lock_granted(CoreQueue& q, TargetRequest& cmp) noexcept {
   if (q.closed) {
     finish_fused(q, cmp, *request_state(cmp).fused, st::aborted_sq_deletion, st::aborted_sq_deletion);
+    release_queue_if_drained(q);
+    return;
+  }
+  // A Preempt and Abort may have taken the host's right to write while the pair waited for its lock.
+  RequestState& c = request_state(cmp);
+  if (Status s = check_reservation(q, *c.channel->ns, reservations::Access::write); !s.ok()) {
+    finish_fused(q, cmp, *c.fused, st::success, s);
     release_queue_if_drained(q);
     return;
   }

@@ -24,14 +24,16 @@ constexpr bool range_ok(uint64_t slba, uint64_t nlb, uint64_t nsze) noexcept {
 }
 
 // The access check of every I/O command, when it arrives and again once its host data is here (a reload may
-// have removed or replaced the namespace while the data moved): the namespace is active (Invalid Namespace),
-// a command that writes is not on a write-protected namespace (Namespace Write Protected), and its LBA range,
+// have removed or replaced the namespace while the data moved, a Preempt and Abort taken the host's rights):
+// the namespace is active (Invalid Namespace), a command that writes is not on a write-protected namespace
+// (Namespace Write Protected), the host's reservation rights allow it (Reservation Conflict), its LBA range,
 // the data received for it, and each non-empty DSM range fit the namespace (LBA Out of Range; the data no
 // longer fits when the namespace was replaced by one with another block size).
-Status check_access(const NsSlot* slot, const IoAccess& a) noexcept {
+Status check_access(const CoreQueue& q, const NsSlot* slot, const IoAccess& a) noexcept {
   if (slot == nullptr) return st::invalid_namespace;
   const Namespace& ns = *slot->ns;
   if (a.writes && ns.read_only) return st::namespace_write_protected;
+  if (Status s = check_reservation(q, ns, a.group); !s.ok()) return s;
   const uint64_t nsze = ns.geometry.num_blocks;
   if (a.nlb != 0 && !range_ok(a.slba, a.nlb, nsze)) return st::lba_out_of_range;
   if (a.data_bytes != 0 && a.data_bytes != a.nlb * ns.geometry.block_size) return st::lba_out_of_range;
@@ -58,8 +60,12 @@ Status check_ana(const CoreQueue& q, const Namespace& ns) noexcept {
 
 }  // namespace
 
+Status check_reservation(const CoreQueue& q, const Namespace& ns, reservations::Access group) noexcept {
+  return ns.reservations->check(q.ctrl->hostid, group);
+}
+
 Status check_io_access(const CoreQueue& q, const NsSlot* slot, const IoAccess& a) noexcept {
-  if (Status s = check_access(slot, a); !s.ok()) return s;
+  if (Status s = check_access(q, slot, a); !s.ok()) return s;
   return check_ana(q, *slot->ns);
 }
 
@@ -133,13 +139,14 @@ Status prepare_io(CoreQueue& q, TargetRequest& req, const QueueLimits& limits) n
   NsSlot* const slot = q.view->find(h.nsid.get());
   RequestState& rs = request_state(req);
   IoAccess access;
+  access.group = reservations::io_access(h.opcode);
   if (slot != nullptr) {  // (a missing namespace is check_access's to report)
     rs.ns_stats = slot->stats;
     if (Status s = check_ana(q, *slot->ns); !s.ok()) return s;  // before the command's own checks, as nvmet
     IoPrep prep{q, req, rs, *slot->ns, limits, access};
     if (Status s = cmd->prepare(prep); !s.ok()) return s;
   }
-  if (Status s = check_access(slot, access); !s.ok()) return s;
+  if (Status s = check_access(q, slot, access); !s.ok()) return s;
   if (rs.stage == Stage::dsm) {
     // The range list comes next (io_data_ready checks the ranges), in a transfer the transport planned and at
     // least as long as the ranges (nvmet: the transfer may be longer, not shorter).
@@ -158,6 +165,7 @@ Status prepare_with_data(CoreQueue& q, TargetRequest& req) noexcept {
   const uint32_t ranges = write ? 0 : protocol::as<protocol::DsmCommand>(req.sqe).range_count();
   IoAccess access;
   access.writes = true;
+  access.group = reservations::Access::write;
   if (write) {
     access.slba = rs.slba;
     access.nlb = rs.blocks;
@@ -166,7 +174,7 @@ Status prepare_with_data(CoreQueue& q, TargetRequest& req) noexcept {
     access.dsm_ranges = req.data;  // handle_io checked that they all arrived
     access.dsm_range_count = ranges;
   }
-  if (Status s = check_access(slot, access); !s.ok()) return s;
+  if (Status s = check_access(q, slot, access); !s.ok()) return s;
   const Namespace& ns = *slot->ns;
   if (Status s = check_ana(q, ns); !s.ok()) return s;  // the state may have changed while the data moved
   if (write) {
@@ -250,13 +258,13 @@ bool takes_range(const RequestState& rs) noexcept {
          rs.phase == Phase::copy_write;
 }
 
+}  // namespace
+
 // RangeWaiter::resume: the lock the command waited for let it go; on its own reactor.
 void resume_request(RangeWaiter& w) noexcept {
   auto& req = *static_cast<TargetRequest*>(w.context);
   core_queue(req).rs->post_range_granted(req);
 }
-
-}  // namespace
 
 void end_write(TargetRequest& req) noexcept {
   RequestState& rs = request_state(req);
@@ -296,10 +304,17 @@ void TargetCore::range_granted(TargetRequest& req) noexcept {
     fused_lock_granted(q, req);
     return;
   }
-  if (q.closed) {  // the host is gone: write nothing more of it
+  if (rs.stage == Stage::reservation) {
+    reservation_lock_granted(q, req);  // a Preempt and Abort waited out the writes before it
+    return;
+  }
+  // The host is gone: write nothing more of it. Its rights were preempted while it waited: neither.
+  const Status s = q.closed ? st::aborted_sq_deletion
+                            : check_reservation(q, *rs.channel->ns, reservations::io_access(rs.opcode));
+  if (!s.ok()) {
     end_write(req);
     free_scratch(rs);
-    finish(req, st::aborted_sq_deletion);
+    finish(req, s);
     release_queue_if_drained(q);
     return;
   }
@@ -324,7 +339,9 @@ void TargetCore::start_io(CoreQueue& q, TargetRequest& req) noexcept {
     finish(req, s);
     return;
   }
-  if (request_state(req).stage == Stage::none) {
+  if (request_state(req).stage == Stage::reservation_report) {
+    reservation_report(q, req);  // commands/reservations.cpp
+  } else if (request_state(req).stage == Stage::none) {
     submit_io(q, req);  // Read, Flush, Write Zeroes, DSM hints
   } else if (req.data_in_capsule) {
     io_data_ready(q, req, st::success);  // the data came with the command
@@ -340,6 +357,9 @@ void TargetCore::io_data_ready(CoreQueue& q, TargetRequest& req, Status /*status
       return;
     case Stage::copy:
       copy_data_ready(q, req);
+      return;
+    case Stage::reservation:
+      reservation_data_ready(q, req);  // commands/reservations.cpp
       return;
     default:
       break;

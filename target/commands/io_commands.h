@@ -9,12 +9,15 @@
 
 #include "protocol/status.h"
 #include "target/core/core_internal.h"
+#include "target/reservations/reservation_model.h"
 
 namespace rdmablk::target {
 
 // What an I/O command touches in its namespace, for the access check (check_access in commands/io.cpp).
 struct IoAccess {
   bool writes = false;  // it modifies the namespace: Write, Write Zeroes, DSM deallocate
+  // Its command group in the reservation access table (reservations::io_access): read, write or neither.
+  reservations::Access group = reservations::Access::none;
   uint64_t slba = 0;    // its LBA range [slba, slba + nlb); nlb = 0: none (Flush, DSM)
   uint64_t nlb = 0;
   // Host data received for that range, which must be exactly nlb blocks; 0 = not checked (before the data
@@ -40,18 +43,26 @@ protocol::Status prepare_write_zeroes(IoPrep& p) noexcept;
 protocol::Status prepare_dataset_management(IoPrep& p) noexcept;
 protocol::Status prepare_compare(IoPrep& p) noexcept;  // commands/compare_copy.cpp
 protocol::Status prepare_copy(IoPrep& p) noexcept;
+protocol::Status prepare_reservation(IoPrep& p) noexcept;  // commands/reservations.cpp
+protocol::Status prepare_reservation_report(IoPrep& p) noexcept;
 
 // Validates a new I/O command and fills its RequestState (commands/io.cpp): success, or the status to
 // complete it with. Fused halves come here too (commands/fused.cpp checks their fuse bits).
 protocol::Status prepare_io(CoreQueue& q, TargetRequest& req, const QueueLimits& limits) noexcept;
 // Checks a Write or DSM deallocate again once its host data has arrived, and finishes its RequestState.
 protocol::Status prepare_with_data(CoreQueue& q, TargetRequest& req) noexcept;
-// The access check (namespace active, writable, ranges inside it) and the path's ANA state.
+// The access check (namespace active, writable, the host's reservation rights, ranges inside it) and the
+// path's ANA state.
 protocol::Status check_io_access(const CoreQueue& q, const NsSlot* slot, const IoAccess& a) noexcept;
 // The namespace's backend queue on this reactor, recorded in rs.channel: Internal Error when it cannot open.
 protocol::Status open_io_channel(CoreQueue& q, RequestState& rs, NsSlot& slot) noexcept;
 // A write-class command whose backend requests ended leaves its namespace's RangeLocks.
 void end_write(TargetRequest& req) noexcept;
+// RangeWaiter::resume of a request's own wait (RequestState::range): TargetCore::range_granted on its reactor.
+void resume_request(RangeWaiter& w) noexcept;
+// The host's reservation rights on the namespace for `group`, checked again when a command that waited on a
+// range lock goes on (a Preempt and Abort may have taken them meanwhile).
+protocol::Status check_reservation(const CoreQueue& q, const Namespace& ns, reservations::Access group) noexcept;
 
 // Copy (commands/compare_copy.cpp): the limits Identify Namespace reports (MSRC, MSSRL, MCL).
 inline constexpr uint32_t kCopyMaxRanges = 128;

@@ -15,7 +15,7 @@ TargetConfig Parser::parse() {
   YAML::Node root = load_mapping("the configuration is empty (at least `listeners` is required)");
   Mapping top(*this, root, "", location_of(root.Mark()),
               {"listeners", "subsystems", "reactors", "busy_poll_us", "log_level", "limits", "control", "metrics",
-               "tls_psk_derivation"});
+               "tls_psk_derivation", "state_dir"});
 
   TargetConfig config;
   config.source = file();
@@ -64,6 +64,15 @@ TargetConfig Parser::parse() {
   if (const Field* f = top.find("control")) config.control = parse_control(*f);
   if (const Field* f = top.find("metrics")) config.metrics = parse_metrics(*f);
   check_metrics(config);
+  if (const Field* f = top.find("state_dir")) {
+    std::string dir = scalar(*f, "the absolute path of the directory for reservation state");
+    if (dir.empty() || dir.front() != '/') {
+      fail(f->value_at, f->path,
+           in_quotes(dir) + " is not an absolute path (reservation state must not move with the working directory)");
+    }
+    config.state_dir = std::move(dir);
+    config.state_dir_at = f->value_at;
+  }
 
   config.warnings = take_warnings();
   return config;

@@ -290,6 +290,10 @@ struct TargetConfig {
   QueueLimits limits;
   ControlConfig control;
   MetricsConfig metrics;
+  // Where namespaces keep their persistent-reservation state (one file per namespace with PTPL set).
+  // Absolute; created (0700) when first needed. Restart only. Two targets must not share one.
+  std::string state_dir = "/var/lib/rdmablk";
+  SourceLocation state_dir_at;
   // Things that are allowed but probably not meant (logged at startup), each "FILE:LINE:COL: ...".
   std::vector<std::string> warnings;
 };

@@ -275,6 +275,7 @@ std::vector<std::string> restart_only_changes(const TargetConfig& running, const
   }
   if (running.reactors != reread.reactors || running.reactor_cpus != reread.reactor_cpus) keys.emplace_back("reactors");
   if (running.busy_poll_us != reread.busy_poll_us) keys.emplace_back("busy_poll_us");
+  if (running.state_dir != reread.state_dir) keys.emplace_back("state_dir");
   const auto& c = running.control;
   const auto& c2 = reread.control;
   if (c.enabled != c2.enabled || (c.enabled && c.socket_path != c2.socket_path)) keys.emplace_back("control");

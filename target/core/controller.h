@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -39,6 +40,11 @@ inline constexpr uint32_t kMaxChangedNamespaces = 1024;
 inline constexpr uint32_t kAenMaskNamespace = 1u << 0;
 inline constexpr uint32_t kAenMaskDiscovery = 1u << 1;
 inline constexpr uint32_t kAenMaskAna = 1u << 2;
+inline constexpr uint32_t kAenMaskReservation = 1u << 3;
+
+// Reservation notices a controller keeps until the host reads them (LID 80h, one per read); older ones are
+// dropped beyond this, which the host sees as a gap in their Log Page Counts (Base 2.0 5.16.1.25).
+inline constexpr std::size_t kReservationLogEntries = 64;
 
 // ANA transition time (Identify ANATT, seconds): how long a group stays in the change state at most (nvmet's).
 inline constexpr uint8_t kAnaTransitionTime = 10;
@@ -101,6 +107,18 @@ struct Controller {
   uint32_t aen_masked = 0;
   std::vector<uint32_t> changed_namespaces;             // for LID 0x04
   bool changed_overflow = false;
+  // Reservation notices for LID 80h, oldest first, each with its Log Page Count; the count of the last one.
+  struct ReservationNotice {
+    uint64_t count = 0;
+    uint8_t type = 0;  // protocol::ReservationNotice
+    uint32_t nsid = 0;
+  };
+  std::deque<ReservationNotice> reservation_log;
+  uint64_t reservation_log_count = 0;
+  // Reservation Notification Mask (FID 82h, protocol::resv_mask bits): by NSID, else the default (what
+  // NSID FFFFFFFFh set last).
+  std::map<uint32_t, uint32_t> reservation_masks;
+  uint32_t reservation_mask_default = 0;
   // What its I/O queues that are gone completed (their live statistics are in CoreQueue::io_stats).
   stats::IoStatsSnapshot closed_io;
   // The host's DH-HMAC-CHAP settings when it must authenticate (set at the admin Connect, then immutable):

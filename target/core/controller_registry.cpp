@@ -35,7 +35,7 @@ std::shared_ptr<Controller> ControllerRegistry::find(uint16_t cntlid) const {
 
 void ControllerRegistry::queue_event(Controller& ctrl, uint32_t dw0, uint32_t mask_bit, uint32_t aec_bit) {
   if (ctrl.dead) return;
-  if ((ctrl.aec & aec_bit) == 0) return;          // host did not ask for this event type
+  if (aec_bit != 0 && (ctrl.aec & aec_bit) == 0) return;  // host did not ask for this event type
   if ((ctrl.aen_masked & mask_bit) != 0) return;  // already reported, log page not read yet
   ctrl.aen_masked |= mask_bit;
   ctrl.pending_events.push_back({dw0, ++ctrl.event_seq});

@@ -46,7 +46,8 @@ class ControllerRegistry {
   Map::const_iterator end() const noexcept { return controllers_.end(); }
 
   // Queues an asynchronous event on `ctrl` unless it is dead, the host did not enable it (`aec_bit` of
-  // AEC) or one of its type (`mask_bit`) waits for its log page to be read.
+  // AEC; 0: an event AEC has no bit for, always enabled) or one of its type (`mask_bit`) waits for its log
+  // page to be read.
   static void queue_event(Controller& ctrl, uint32_t dw0, uint32_t mask_bit, uint32_t aec_bit);
   // Adds `changed` (sorted NSIDs) to the controller's Changed Namespace List and queues the Namespace
   // Attribute Changed event.

@@ -31,7 +31,8 @@ Status check_data(const TargetRequest& req, transport::DataDirection dir, uint32
 
 TargetCore::TargetCore(const TargetConfig& config, std::vector<CoreReactor*> reactors, CoreOptions options)
     : limits_(config.limits), options_(std::move(options)), reactors_(std::move(reactors)),
-      ana_(config.listeners), listeners_(config.listeners), subsystem_configs_(config.subsystems) {
+      ana_(config.listeners), namespace_hooks_{options_.on_namespace_resize, config.state_dir},
+      listeners_(config.listeners), subsystem_configs_(config.subsystems) {
   // A backend queue serves every I/O queue of its reactor for one namespace.
   const uint64_t depth = std::clamp<uint64_t>(uint64_t{limits_.io_queue_depth} * limits_.max_io_queues, 256, 4096);
   for (CoreReactor* r : reactors_)
@@ -44,7 +45,7 @@ Result<std::unique_ptr<TargetCore>> TargetCore::create(const TargetConfig& confi
   if (reactors.empty()) return make_error("the target core needs at least one reactor");
   std::unique_ptr<TargetCore> core(new TargetCore(config, std::move(reactors), std::move(options)));
   for (const auto& sc : config.subsystems) {
-    auto sub = build_subsystem(sc, core->table_generation_, core->options_.on_namespace_resize);
+    auto sub = build_subsystem(sc, core->table_generation_, core->namespace_hooks_);
     if (!sub) return tl::unexpected(sub.error());
     core->subsystems_.emplace(sc.nqn, std::move(*sub));
   }

@@ -267,6 +267,21 @@ class TargetCore final : public transport::TargetQueueHandler {
   void finish_fused(CoreQueue& q, transport::TargetRequest& cmp, transport::TargetRequest& wr, protocol::Status sc,
                     protocol::Status sw) noexcept;
 
+  // commands/reservations.cpp: the reservation commands, their log page and features
+  void reservation_data_ready(CoreQueue& q, transport::TargetRequest& req) noexcept;  // Register, Acquire, Release
+  void reservation_report(CoreQueue& q, transport::TargetRequest& req) noexcept;
+  // Queues reservation notices on the controllers of the hosts they name (of the issuer's subsystem).
+  void send_reservation_notices(const Controller& issuer, uint32_t nsid,
+                                std::span<const reservations::Notice> notices);
+  void wait_out_writes(CoreQueue& q, transport::TargetRequest& req, NsSlot& slot) noexcept;  // Preempt and Abort
+  void reservation_lock_granted(CoreQueue& q, transport::TargetRequest& req) noexcept;
+  std::vector<uint8_t> reservation_log_locked(Controller& ctrl, const protocol::GetLogPageCommand& cmd,
+                                              protocol::Status& status);
+  // The namespace `nsid` of the controller's subsystem as it is now, or null (takes mu_).
+  std::shared_ptr<Namespace> active_namespace(const Controller& ctrl, uint32_t nsid) const;
+  void set_reservation_feature(CoreQueue& q, transport::TargetRequest& req) noexcept;  // FID 82h, 83h
+  void get_reservation_feature(CoreQueue& q, transport::TargetRequest& req) noexcept;
+
   void release_queue_if_drained(CoreQueue& q) noexcept;
 
   QueueLimits limits_;
@@ -278,6 +293,7 @@ class TargetCore final : public transport::TargetQueueHandler {
   // subsystems_. The I/O path takes none of them (AnaPort states are atomics).
   AdmissionGate gate_{options_.auth_failures};  // host admission and DH-HMAC-CHAP failure limits
   AnaRegistry ana_;                              // ANA ports per listener (a copy of listeners_), change count
+  const NamespaceHooks namespace_hooks_;         // for every namespace it opens (state_dir is restart-only)
 
   mutable std::mutex mu_;  // control path: everything below
   std::vector<ListenerConfig> listeners_;

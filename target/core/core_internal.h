@@ -179,7 +179,8 @@ struct CoreQueue {
 // Flush and Write Zeroes (op, slba, blocks, fua), one per non-empty range for a DSM deallocate, none for DSM
 // hints - parking the command on its channel while the backend queue is full; the last completion (or the
 // first refusal) completes it through TargetCore::io_request_done.
-enum class Stage : uint8_t { none, connect, write, dsm, auth_send, compare, copy };
+// Reservation Register, Acquire and Release run once their data is here (stage reservation), Report at once.
+enum class Stage : uint8_t { none, connect, write, dsm, auth_send, compare, copy, reservation, reservation_report };
 // Where a command that reads before it completes or writes is (commands/compare_copy.cpp, fused.cpp):
 // Compare reads the blocks into `scratch` and compares; fused Compare and Write locks the range, reads,
 // compares and writes the Write's data; Copy reads every source range into `scratch`, then writes it.

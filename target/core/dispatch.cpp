@@ -63,12 +63,14 @@ void TargetCore::on_data_ready(TargetRequest& req, Status status) noexcept {
     case Stage::dsm:
     case Stage::compare:
     case Stage::copy:
+    case Stage::reservation:
       io_data_ready(q, req, status);
       return;
     case Stage::auth_send:
       auth_send_with_data(q, req);
       return;
     case Stage::none:
+    case Stage::reservation_report:
       break;
   }
   finish(req, st::internal_error);

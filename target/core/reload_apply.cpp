@@ -53,6 +53,7 @@ TargetConfig TargetCore::running_config() const {
   config.subsystems = subsystem_configs_;
   config.listeners = listeners_;
   ana_.overlay_live_states(config.listeners);
+  config.state_dir = namespace_hooks_.state_dir.string();
   return config;
 }
 
@@ -89,7 +90,7 @@ Result<TargetCore::OpenedBackends> TargetCore::open_backends(const ChangeList& c
   OpenedBackends out;
   for (const Change& c : changes) {
     if (const auto* added = std::get_if<change::SubsystemAdded>(&c)) {
-      auto sub = build_subsystem(added->config, generation, options_.on_namespace_resize);
+      auto sub = build_subsystem(added->config, generation, namespace_hooks_);
       if (!sub) return tl::unexpected(sub.error());
       out.subsystems.emplace(added->config.nqn, std::move(*sub));
       continue;
@@ -97,7 +98,7 @@ Result<TargetCore::OpenedBackends> TargetCore::open_backends(const ChangeList& c
     const NamespaceConfig* nc = namespace_to_open(c);
     if (nc == nullptr) continue;
     const std::string& nqn = *edited_subsystem(c);
-    auto ns = open_namespace(*nc, options_.on_namespace_resize);
+    auto ns = open_namespace(*nc, nqn, namespace_hooks_);
     if (!ns) return make_error(fmt::format("subsystem {}: {}", nqn, ns.error().message), ns.error().errno_value);
     out.namespaces.emplace(std::make_pair(nqn, nc->nsid), std::move(*ns));
   }

@@ -20,8 +20,8 @@ testing::BackendWrapper& backend_wrapper() {
 
 void testing::set_backend_wrapper(BackendWrapper wrap) { backend_wrapper() = std::move(wrap); }
 
-Result<std::shared_ptr<Namespace>> open_namespace(const NamespaceConfig& config,
-                                                  const std::function<void()>& on_resize) {
+Result<std::shared_ptr<Namespace>> open_namespace(const NamespaceConfig& config, std::string_view subnqn,
+                                                  const NamespaceHooks& hooks) {
   Result<std::unique_ptr<backend::Backend>> b = make_error("unknown backend kind");
   switch (config.backend) {
     case BackendKind::file:
@@ -47,7 +47,15 @@ Result<std::shared_ptr<Namespace>> open_namespace(const NamespaceConfig& config,
   ns->read_only = config.read_only || ns->geometry.caps.read_only;
   ns->lbads = static_cast<uint8_t>(std::countr_zero(ns->geometry.block_size));
   ns->ana_group.store(config.ana_group, std::memory_order_relaxed);
-  if (on_resize) ns->backend->watch_size(on_resize);
+  if (hooks.on_resize) ns->backend->watch_size(hooks.on_resize);
+  std::unique_ptr<reservations::ReservationStore> store;
+  if (!hooks.state_dir.empty()) {
+    store = std::make_unique<reservations::FileReservationStore>(
+        hooks.state_dir, reservations::state_file_name(subnqn, config.nsid));
+  }
+  ns->reservations = std::make_shared<reservations::NamespaceReservations>(
+      std::move(store), fmt::format("{} namespace {}", subnqn, config.nsid));
+  ns->reservations->load();
   return ns;
 }
 
@@ -62,6 +70,7 @@ std::shared_ptr<Namespace> resized_namespace(const Namespace& ns, uint64_t num_b
   out->lbads = ns.lbads;
   out->ana_group.store(ns.ana_group.load(std::memory_order_relaxed), std::memory_order_relaxed);
   out->range_locks = ns.range_locks;  // the same blocks
+  out->reservations = ns.reservations;
   return out;
 }
 
@@ -119,7 +128,7 @@ std::map<std::string, std::string, std::less<>> tls_psk_sources_of(const Subsyst
 }
 
 Result<std::shared_ptr<Subsystem>> build_subsystem(const SubsystemConfig& config, uint64_t generation,
-                                                   const std::function<void()>& on_resize) {
+                                                   const NamespaceHooks& hooks) {
   auto sub = std::make_shared<Subsystem>();
   sub->nqn = config.nqn;
   sub->serial = config.serial.empty() ? derive_serial(config.nqn) : config.serial;
@@ -135,7 +144,7 @@ Result<std::shared_ptr<Subsystem>> build_subsystem(const SubsystemConfig& config
   auto table = std::make_shared<NamespaceTable>();
   table->generation = generation;
   for (const auto& nc : config.namespaces) {
-    auto ns = open_namespace(nc, on_resize);
+    auto ns = open_namespace(nc, config.nqn, hooks);
     if (!ns) return make_error(fmt::format("subsystem {}: {}", config.nqn, ns.error().message), ns.error().errno_value);
     table->namespaces.push_back(std::move(*ns));
   }

@@ -10,6 +10,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <map>
 #include <memory>
@@ -23,6 +24,7 @@
 #include "security/dhchap_key.h"
 #include "target/core/range_lock.h"
 #include "target/config/config.h"
+#include "target/reservations/namespace_reservations.h"
 
 namespace rdmablk::target {
 
@@ -38,16 +40,27 @@ struct Namespace {
   std::atomic<uint32_t> ana_group{kDefaultAnaGroup};
   // Range locks over its blocks (fused Compare and Write), shared with the namespace a resize makes of it.
   std::shared_ptr<RangeLocks> range_locks = std::make_shared<RangeLocks>();
+  // Its persistent reservations (never null), shared likewise.
+  std::shared_ptr<reservations::NamespaceReservations> reservations;
 
   bool volatile_cache() const noexcept { return geometry.caps.volatile_write_cache; }
   // True when the same config would produce the same namespace (reload keeps the namespace as it is).
   bool same_config(const NamespaceConfig& other) const noexcept;
 };
 
-// Opens the backend a namespace config describes. `on_resize` (may be empty) is handed to the backend's
-// watch_size(): it runs on a library thread when the store may have been resized.
-Result<std::shared_ptr<Namespace>> open_namespace(const NamespaceConfig& config,
-                                                  const std::function<void()>& on_resize = {});
+// What opening a namespace needs besides its config.
+struct NamespaceHooks {
+  // Handed to the backend's watch_size() (may be empty): runs on a library thread when the store may have
+  // been resized.
+  std::function<void()> on_resize;
+  // Where reservation state persists (TargetConfig::state_dir); empty: nowhere (no PTPL).
+  std::filesystem::path state_dir;
+};
+
+// Opens the backend a namespace config describes, and loads the namespace's saved reservations (a file
+// in hooks.state_dir named after `subnqn` and the NSID).
+Result<std::shared_ptr<Namespace>> open_namespace(const NamespaceConfig& config, std::string_view subnqn,
+                                                  const NamespaceHooks& hooks = {});
 // The same namespace (config, backend, ANA group) with another size: what a resize publishes.
 std::shared_ptr<Namespace> resized_namespace(const Namespace& ns, uint64_t num_blocks);
 
@@ -111,6 +124,6 @@ struct Subsystem {
 
 // Builds a subsystem (opening every namespace's backend, see open_namespace) from its config.
 Result<std::shared_ptr<Subsystem>> build_subsystem(const SubsystemConfig& config, uint64_t generation,
-                                                   const std::function<void()>& on_resize = {});
+                                                   const NamespaceHooks& hooks = {});
 
 }  // namespace rdmablk::target

@@ -318,6 +318,7 @@ inline TargetConfig test_config() {
   c.limits.max_io_queues = 4;
   c.limits.max_io_size = 1 << 20;
   c.limits.io_inline_data = 16384;
+  c.state_dir.clear();  // no reservation state files (the tests that persist it give a directory)
   return c;
 }
 
@@ -405,9 +406,10 @@ class CoreHarness {
   }
   // An I/O queue of an enabled controller.
   std::unique_ptr<FakeTargetQueue> io_queue(uint16_t cntlid, uint16_t qid, std::string_view subnqn = kSub1,
-                                            std::string_view hostnqn = kHost1) {
+                                            std::string_view hostnqn = kHost1,
+                                            const std::array<uint8_t, 16>& hostid = kHostId1) {
     auto q = queue();
-    auto c = connect(*q, qid, 127, subnqn, hostnqn, cntlid);
+    auto c = connect(*q, qid, 127, subnqn, hostnqn, cntlid, 0, hostid);
     EXPECT_TRUE(c.status().ok()) << p::status_name(c.status());
     return q;
   }

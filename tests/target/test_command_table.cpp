@@ -103,8 +103,9 @@ TEST(CommandTable, IdentifysOptionalCommandFieldsAreTheTables) {
   EXPECT_EQ(id.oncs.get(), capability_bits(CapabilityField::oncs));
   EXPECT_EQ(id.oacs.get(), capability_bits(CapabilityField::oacs));
   EXPECT_EQ(id.fuses.get(), capability_bits(CapabilityField::fuses));
-  EXPECT_EQ(capability_bits(CapabilityField::oncs),
-            p::idctl::kOncsCompare | p::idctl::kOncsDsm | p::idctl::kOncsWriteZeroes | p::idctl::kOncsCopy);
+  EXPECT_EQ(capability_bits(CapabilityField::oncs), p::idctl::kOncsCompare | p::idctl::kOncsDsm |
+                                                        p::idctl::kOncsWriteZeroes | p::idctl::kOncsCopy |
+                                                        p::idctl::kOncsReservations);
   EXPECT_EQ(capability_bits(CapabilityField::oacs), 0);
   EXPECT_EQ(capability_bits(CapabilityField::fuses), p::idctl::kFusesCompareWrite);  // Compare's second bit
   // Every capability bit is set by a supported command (an entry), never by hand.

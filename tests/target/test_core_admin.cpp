@@ -30,7 +30,8 @@ TEST_F(CoreAdmin, IdentifyControllerReportsWhatTheLinuxHostChecks) {
   EXPECT_EQ(id.maxcmd.get(), 128);
   EXPECT_EQ(id.nn.get(), 1024u);
   EXPECT_EQ(id.aerl, 3);
-  EXPECT_EQ(id.oncs.get(), p::idctl::kOncsCompare | p::idctl::kOncsDsm | p::idctl::kOncsWriteZeroes | p::idctl::kOncsCopy);
+  EXPECT_EQ(id.oncs.get(), p::idctl::kOncsCompare | p::idctl::kOncsDsm | p::idctl::kOncsWriteZeroes |
+                               p::idctl::kOncsCopy | p::idctl::kOncsReservations);
   EXPECT_EQ(id.fuses.get(), p::idctl::kFusesCompareWrite);
   EXPECT_EQ(id.oaes.get(), p::idctl::kOaesNamespaceAttribute | p::idctl::kOaesAnaChange);
   EXPECT_EQ(id.ctratt.get(), p::idctl::kCtrattHostId128 | p::idctl::kCtrattTbkas);
@@ -255,9 +256,9 @@ TEST_F(CoreAdmin, FeaturesKeepAliveAecWriteCacheHostId) {
   // Unknown features, saving.
   EXPECT_EQ(h.set_feature(*admin, p::FeatureId::timestamp, 0).status(), st::invalid_field);
   EXPECT_EQ(h.get_feature(*admin, p::FeatureId::lba_range_type).status(), st::invalid_field);
-  EXPECT_EQ(h.run(*admin, sqe_of(p::make_set_features(h.next_cid(), p::FeatureId::keep_alive_timer, 1000, true)))
-                .status(),
-            st::feature_id_not_saveable);
+  EXPECT_EQ(
+      h.run(*admin, sqe_of(p::make_set_features(h.next_cid(), p::FeatureId::keep_alive_timer, 1000, true))).status(),
+      st::feature_id_not_saveable);
 }
 
 TEST(CoreKeepAlive, ExpiryTearsTheControllerDown) {
