@@ -12,8 +12,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "protocol/result.h"
 #include "protocol/status.h"
@@ -110,6 +113,18 @@ class Queue {
   virtual void clear_event() noexcept {}
 };
 
+// State kept next to a volume in its store (Backend::side_object).
+class SideObject {
+ public:
+  virtual ~SideObject() = default;
+  // Its bytes; nullopt when it does not exist.
+  virtual Result<std::optional<std::vector<uint8_t>>> read() = 0;
+  // Replaces it whole, atomically (a reader sees the old bytes or the new ones).
+  virtual Result<void> write(std::span<const uint8_t> bytes) = 0;
+  virtual Result<void> remove() = 0;  // no error when it does not exist
+  virtual std::string describe() const = 0;  // "rados object rbd/rdmablk.resv.vol1", for messages
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -133,7 +148,15 @@ class Backend {
   // (write an eventfd) and never call back into the backend. Backends without such news do nothing (a
   // reload re-reads every size). At most once per backend, before any queue is opened.
   virtual void watch_size(std::function<void()> notify) const { (void)notify; }
+  // A small object the store keeps next to the volume under `name` (rbd: a RADOS object in the image's pool
+  // and namespace), for state every target exporting the volume must see the same; null for backends whose
+  // store has no such place (files, memory). Control path: its calls wait on the store.
+  virtual std::unique_ptr<SideObject> side_object(std::string_view name) const {
+    (void)name;
+    return nullptr;
+  }
 };
+
 
 // --- construction ---------------------------------------------------------------------------------
 

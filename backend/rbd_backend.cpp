@@ -248,11 +248,54 @@ struct Slot {
 
 void on_complete(rbd_completion_t c, void* arg) noexcept;
 
+// A RADOS object in the image's pool and RADOS namespace, with an ioctx of its own (it may outlive the
+// backend that made it). write_full and remove are atomic in the OSD.
+class RadosSideObject final : public SideObject {
+ public:
+  RadosSideObject(std::shared_ptr<RadosCluster> cluster, rados_ioctx_t io, std::string oid, std::string where)
+      : cluster_(std::move(cluster)), io_(io), oid_(std::move(oid)), where_(std::move(where)) {}
+  ~RadosSideObject() override { rados_ioctx_destroy(io_); }
+
+  Result<std::optional<std::vector<uint8_t>>> read() override {
+    AsyncSignalsBlocked blocked;
+    uint64_t size = 0;
+    time_t mtime = 0;
+    int rc = rados_stat(io_, oid_.c_str(), &size, &mtime);
+    if (rc == -ENOENT) return std::optional<std::vector<uint8_t>>{};
+    if (rc < 0) return make_error(fmt::format("{}: stat: {}", describe(), errstr(rc)), -rc);
+    std::vector<uint8_t> bytes(size);
+    rc = size == 0 ? 0 : rados_read(io_, oid_.c_str(), reinterpret_cast<char*>(bytes.data()), size, 0);
+    if (rc < 0) return make_error(fmt::format("{}: read: {}", describe(), errstr(rc)), -rc);
+    bytes.resize(static_cast<std::size_t>(rc));
+    return std::optional<std::vector<uint8_t>>{std::move(bytes)};
+  }
+  Result<void> write(std::span<const uint8_t> bytes) override {
+    AsyncSignalsBlocked blocked;
+    const int rc = rados_write_full(io_, oid_.c_str(), reinterpret_cast<const char*>(bytes.data()), bytes.size());
+    if (rc < 0) return make_error(fmt::format("{}: write: {}", describe(), errstr(rc)), -rc);
+    return {};
+  }
+  Result<void> remove() override {
+    AsyncSignalsBlocked blocked;
+    const int rc = rados_remove(io_, oid_.c_str());
+    if (rc < 0 && rc != -ENOENT) return make_error(fmt::format("{}: remove: {}", describe(), errstr(rc)), -rc);
+    return {};
+  }
+  std::string describe() const override { return fmt::format("rados object {}/{}", where_, oid_); }
+
+ private:
+  std::shared_ptr<RadosCluster> cluster_;  // the connection outlives the ioctx
+  rados_ioctx_t io_;
+  std::string oid_;
+  std::string where_;  // pool[/namespace]
+};
+
 class RbdBackend final : public Backend {
  public:
   RbdBackend(std::shared_ptr<RadosCluster> cluster, rados_ioctx_t io, rbd_image_t image, const Geometry& geo,
-             std::string name)
-      : cluster_(std::move(cluster)), io_(io), image_(image), geo_(geo), name_(std::move(name)), blocks_(geo.num_blocks) {}
+             std::string name, const RbdOptions& where)
+      : cluster_(std::move(cluster)), io_(io), image_(image), geo_(geo), name_(std::move(name)),
+        pool_(where.pool), rados_namespace_(where.rados_namespace), image_name_(where.image), blocks_(geo.num_blocks) {}
   // The close waits for the cluster, so it happens on the closer thread (see ImageCloser); the queues are
   // gone by now (each waited for its own requests).
   ~RbdBackend() override {
@@ -295,6 +338,15 @@ class RbdBackend final : public Backend {
     watching_ = true;
   }
 
+  // "rdmablk.NAME.IMAGE" next to the image: every target exporting the image finds the same object.
+  std::unique_ptr<SideObject> side_object(std::string_view name) const override {
+    rados_ioctx_t io = nullptr;
+    if (rados_ioctx_create(cluster_->handle(), pool_.c_str(), &io) < 0) return nullptr;
+    if (!rados_namespace_.empty()) rados_ioctx_set_namespace(io, rados_namespace_.c_str());
+    const std::string where = rados_namespace_.empty() ? pool_ : pool_ + "/" + rados_namespace_;
+    return std::make_unique<RadosSideObject>(cluster_, io, fmt::format("rdmablk.{}.{}", name, image_name_), where);
+  }
+
   rbd_image_t image() const noexcept { return image_; }
   bool flush_for_fua() const noexcept { return geo_.caps.volatile_write_cache; }
 
@@ -304,6 +356,7 @@ class RbdBackend final : public Backend {
   rbd_image_t image_;
   Geometry geo_;
   std::string name_;
+  std::string pool_, rados_namespace_, image_name_;
   mutable std::atomic<uint64_t> blocks_;
   mutable std::function<void()> notify_;  // set before the watch starts, then only read by on_update
   mutable uint64_t watch_handle_ = 0;
@@ -549,7 +602,7 @@ Result<std::unique_ptr<Backend>> open_rbd_backend(const RbdOptions& o) {
   std::string name = fmt::format("rbd {} (client {})", where, o.client);
   spdlog::debug("{}: {} bytes, block size {}, rbd cache {}", name, bytes, o.block_size,
                 (*cluster)->rbd_cache() ? "on" : "off");
-  return std::unique_ptr<Backend>(std::make_unique<RbdBackend>(std::move(*cluster), io, image, geo, std::move(name)));
+  return std::unique_ptr<Backend>(std::make_unique<RbdBackend>(std::move(*cluster), io, image, geo, std::move(name), o));
 }
 
 bool wait_for_rbd_closes(std::chrono::milliseconds limit) { return ImageCloser::instance().wait_idle(limit); }

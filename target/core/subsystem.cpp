@@ -6,6 +6,7 @@
 #include <bit>
 
 #include "target/core/reload_plan.h"
+#include "target/reservations/object_store.h"
 
 namespace rdmablk::target {
 
@@ -48,13 +49,9 @@ Result<std::shared_ptr<Namespace>> open_namespace(const NamespaceConfig& config,
   ns->lbads = static_cast<uint8_t>(std::countr_zero(ns->geometry.block_size));
   ns->ana_group.store(config.ana_group, std::memory_order_relaxed);
   if (hooks.on_resize) ns->backend->watch_size(hooks.on_resize);
-  std::unique_ptr<reservations::ReservationStore> store;
-  if (!hooks.state_dir.empty()) {
-    store = std::make_unique<reservations::FileReservationStore>(
-        hooks.state_dir, reservations::state_file_name(subnqn, config.nsid));
-  }
   ns->reservations = std::make_shared<reservations::NamespaceReservations>(
-      std::move(store), fmt::format("{} namespace {}", subnqn, config.nsid));
+      reservations::reservation_store_for(*ns->backend, hooks.state_dir, subnqn, config.nsid),
+      fmt::format("{} namespace {}", subnqn, config.nsid));
   ns->reservations->load();
   return ns;
 }

@@ -105,23 +105,29 @@ Result<std::optional<ReservationState>> FileReservationStore::load() {
     spdlog::debug("reservations: no saved state in {}", path_.string());
     return std::optional<ReservationState>{};
   }
-  if ((*bytes)->empty()) {
-    spdlog::warn("reservations: {} is empty: the namespace starts with no reservations", path_.string());
-    return std::optional<ReservationState>{};
-  }
-  auto state = parse_state(**bytes);
-  if (!state) {
+  return state_from_saved(**bytes, path_.string(), [&] {
     const fs::path aside = path_.string() + ".corrupt";
     std::error_code ec;
     fs::rename(path_, aside, ec);
-    const std::string where = ec ? fmt::format("left in place (renaming it to {}: {})", aside.string(), ec.message())
-                                 : fmt::format("moved to {}", aside.string());
+    return ec ? fmt::format("left in place (renaming it to {}: {})", aside.string(), ec.message())
+              : fmt::format("moved to {}", aside.string());
+  });
+}
+
+Result<std::optional<ReservationState>> state_from_saved(std::span<const uint8_t> bytes, const std::string& where,
+                                                         const std::function<std::string()>& set_aside) {
+  if (bytes.empty()) {
+    spdlog::warn("reservations: {} is empty: the namespace starts with no reservations", where);
+    return std::optional<ReservationState>{};
+  }
+  auto state = parse_state(bytes);
+  if (!state) {
+    const std::string problem = state_format_problem_name(state.error().problem);
     return make_error(fmt::format("reservation state {} is {} ({}); {}; the namespace starts with no reservations",
-                                  path_.string(), state_format_problem_name(state.error().problem),
-                                  state.error().detail, where));
+                                  where, problem, state.error().detail, set_aside()));
   }
   if (!state->ptpl) {  // save() never writes one; a state without PTPL does not outlive its process
-    spdlog::warn("reservations: {} holds a state without PTPL: ignored", path_.string());
+    spdlog::warn("reservations: {} holds a state without PTPL: ignored", where);
     return std::optional<ReservationState>{};
   }
   return std::optional<ReservationState>(std::move(*state));

@@ -25,6 +25,8 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
+#include <span>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -63,6 +65,12 @@ class FileReservationStore final : public ReservationStore {
   std::filesystem::path path_;  // dir_/name
   std::filesystem::path tmp_;   // dir_/name.tmp
 };
+
+// The recovery rules above for the bytes a store read from `where` (a file, an object): the state, nullopt
+// (empty, or saved without PTPL), or an error when they are not a usable state, after `set_aside()` moved
+// them out of the way and said where to (for the message).
+Result<std::optional<ReservationState>> state_from_saved(std::span<const uint8_t> bytes, const std::string& where,
+                                                         const std::function<std::string()>& set_aside);
 
 // The file name of namespace `nsid` of subsystem `subnqn` in a state directory: "<subnqn>-ns<nsid>.resv",
 // every byte of the NQN outside [A-Za-z0-9.:_-] written as %XX (so '/' cannot leave the directory and two

@@ -338,6 +338,37 @@ TEST(RbdBackend, ManyInFlightFromTwoQueuesOnTwoThreads) {
   EXPECT_EQ(e1, "");
 }
 
+// Reservation state (target/reservations/object_store.h) lives in a RADOS object next to the image: every
+// handle of the image, in any target, reads what another wrote; write replaces, remove removes.
+TEST(RbdBackend, SideObjectIsSharedByEveryHandleOfTheImage) {
+  CEPH_CLUSTER_OR_SKIP(cluster);
+  const std::string image = cluster->create_image("side", "4M", "tenant2");
+  RbdOptions o = options_for(*cluster, image);
+  o.rados_namespace = "tenant2";
+  auto b1 = open_or_fail(o);
+  auto b2 = open_or_fail(o);
+  ASSERT_TRUE(b1 && b2);
+  auto w = b1->side_object("reservations");
+  auto r = b2->side_object("reservations");
+  ASSERT_TRUE(w && r);
+  EXPECT_EQ(w->describe(), "rados object rbd/tenant2/rdmablk.reservations." + image);
+  auto none = r->read();
+  ASSERT_TRUE(none) << none.error().message;
+  EXPECT_FALSE(*none);
+  const std::vector<uint8_t> first{1, 2, 3, 4, 5}, second{9, 8};
+  ASSERT_TRUE(w->write(first));
+  ASSERT_TRUE(w->write(second));  // replaces, not appends
+  auto got = r->read();
+  ASSERT_TRUE(got && *got) << (got ? "no object" : got.error().message);
+  EXPECT_EQ(**got, second);
+  b1.reset();  // the object outlives the handle that wrote it
+  ASSERT_TRUE(r->remove());
+  ASSERT_TRUE(r->remove()) << "removing what is gone is no error";
+  auto gone = r->read();
+  ASSERT_TRUE(gone);
+  EXPECT_FALSE(*gone);
+}
+
 TEST(RbdBackend, RadosNamespace) {
   CEPH_CLUSTER_OR_SKIP(cluster);
   const std::string image = cluster->create_image("nsimg", "4M", "tenant1");
