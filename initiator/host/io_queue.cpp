@@ -7,6 +7,7 @@
 
 #include "protocol/command_names.h"
 #include "initiator/host/controller.h"
+#include "initiator/host/shared_volume.h"
 #include "initiator/host/sync_command.h"
 #include "protocol/reservation.h"
 
@@ -123,10 +124,7 @@ Status IoQueue::submit_copy(HostCommand& cmd, uint32_t nsid, uint64_t sdlba, std
                             bool fua) noexcept {
   std::size_t n = ranges.size() / sizeof(protocol::CopySourceRange);
   if (n == 0 || n > 256 || ranges.size() % sizeof(protocol::CopySourceRange)) return kTooLarge;
-  protocol::CopyCommand c{};
-  c.hdr = protocol::make_header(static_cast<uint8_t>(protocol::IoOpcode::copy), 0, nsid);
-  c.set(sdlba, static_cast<uint32_t>(n), fua);  // descriptor format 0
-  cmd.sqe = protocol::to_sqe(c);
+  cmd.sqe = make_copy(nsid, sdlba, static_cast<uint32_t>(n), fua);
   cmd.direction = DataDirection::host_to_controller;
   cmd.data = ranges;
   return queue_->submit(cmd);

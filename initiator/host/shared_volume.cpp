@@ -29,6 +29,29 @@ Result<std::vector<uint8_t>> encode_copy_ranges(std::span<const CopyRange> range
   return out;
 }
 
+p::Sqe make_copy(uint32_t nsid, uint64_t sdlba, uint32_t ranges, bool fua) noexcept {
+  p::CopyCommand c{};
+  c.hdr = p::make_header(static_cast<uint8_t>(p::IoOpcode::copy), 0, nsid);
+  c.set(sdlba, ranges, fua);  // descriptor format 0
+  return p::to_sqe(c);
+}
+
+Result<void> compare_blocks(IoQueue& q, uint32_t nsid, uint64_t slba, uint32_t blocks, std::span<uint8_t> data) {
+  auto r = q.execute(p::to_sqe(p::make_compare(0, nsid, slba, blocks, p::SglDescriptor{})), data,
+                     DataDirection::host_to_controller);
+  if (!r) return tl::unexpected(r.error());
+  return {};
+}
+
+Result<void> copy_blocks(IoQueue& q, uint32_t nsid, uint64_t sdlba, std::span<const CopyRange> ranges, bool fua) {
+  auto list = encode_copy_ranges(ranges);
+  if (!list) return tl::unexpected(list.error());
+  auto r = q.execute(make_copy(nsid, sdlba, static_cast<uint32_t>(ranges.size()), fua), *list,
+                     DataDirection::host_to_controller);
+  if (!r) return tl::unexpected(r.error());
+  return {};
+}
+
 // ---------------------------------------------------------------------------------------------------------
 // Reservation commands
 // ---------------------------------------------------------------------------------------------------------
@@ -101,7 +124,7 @@ Result<void> reservation_release(IoQueue& q, uint32_t nsid, p::ReleaseAction act
   return send_keys(q, make_reservation_release(nsid, action, iekey, rtype), d);
 }
 
-Result<ReservationStatus> reservation_report(IoQueue& q, uint32_t nsid, bool eds, uint32_t bytes) {
+Result<std::vector<uint8_t>> reservation_report_data(IoQueue& q, uint32_t nsid, bool eds, uint32_t bytes) {
   const std::size_t header = eds ? sizeof(p::ReservationStatusExtHeader) : sizeof(p::ReservationStatusHeader);
   if (bytes % 4 != 0 || bytes < header) {
     return make_error(fmt::format("a Reservation Report reads whole dwords, at least the {}-byte header: not {} bytes",
@@ -111,7 +134,13 @@ Result<ReservationStatus> reservation_report(IoQueue& q, uint32_t nsid, bool eds
   std::vector<uint8_t> buf(bytes);
   auto r = q.execute(make_reservation_report(nsid, eds, bytes), buf, DataDirection::controller_to_host);
   if (!r) return tl::unexpected(r.error());
-  return parse_reservation_report(buf, eds);
+  return buf;
+}
+
+Result<ReservationStatus> reservation_report(IoQueue& q, uint32_t nsid, bool eds, uint32_t bytes) {
+  auto data = reservation_report_data(q, nsid, eds, bytes);
+  if (!data) return tl::unexpected(data.error());
+  return parse_reservation_report(*data, eds);
 }
 
 // ---------------------------------------------------------------------------------------------------------

@@ -30,6 +30,14 @@ struct CopyRange {
 // Source range entries, descriptor format 0 (32 bytes each), for IoQueue::submit_copy. 1..256 ranges.
 Result<std::vector<uint8_t>> encode_copy_ranges(std::span<const CopyRange> ranges);
 
+// The Copy command for `ranges` (1..256) format 0 entries, as IoQueue::submit_copy sends it.
+protocol::Sqe make_copy(uint32_t nsid, uint64_t sdlba, uint32_t ranges, bool fua) noexcept;
+
+// Synchronous Compare and Copy (tools, the CLI): a miscompare is an error naming Compare Failure.
+Result<void> compare_blocks(IoQueue& q, uint32_t nsid, uint64_t slba, uint32_t blocks, std::span<uint8_t> data);
+Result<void> copy_blocks(IoQueue& q, uint32_t nsid, uint64_t sdlba, std::span<const CopyRange> ranges,
+                         bool fua = false);
+
 // ---------------------------------------------------------------------------------------------------------
 // Reservations
 // ---------------------------------------------------------------------------------------------------------
@@ -81,7 +89,9 @@ Result<void> reservation_acquire(IoQueue& q, uint32_t nsid, protocol::AcquireAct
                                  protocol::ReservationType rtype, uint64_t crkey, uint64_t prkey);
 Result<void> reservation_release(IoQueue& q, uint32_t nsid, protocol::ReleaseAction action, bool iekey,
                                  protocol::ReservationType rtype, uint64_t crkey);
-// Reads `bytes` (a multiple of 4, at least the header) of the Reservation Status data structure.
+// Reads `bytes` (a multiple of 4, at least the header) of the Reservation Status data structure: as
+// transferred, or parsed.
+Result<std::vector<uint8_t>> reservation_report_data(IoQueue& q, uint32_t nsid, bool eds, uint32_t bytes = 4096);
 Result<ReservationStatus> reservation_report(IoQueue& q, uint32_t nsid, bool eds, uint32_t bytes = 4096);
 
 }  // namespace rdmablk::initiator
