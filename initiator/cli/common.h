@@ -1,6 +1,7 @@
 // Pieces shared by the `rdmablk` subcommands (discover.cpp: discover/identify; bench.cpp: bench; fabrics.cpp:
 // connect/connect-all/disconnect/list through the kernel host; attach.cpp: attach/detach through
-// ublk; nvm_io.cpp: compare/copy; reservations.cpp: resv-register/-acquire/-release/-report). Each subcommand group registers itself on the CLI11 app and returns what runs it when parsed.
+// ublk; nvm_io.cpp: compare/copy; reservations.cpp: resv-register/-acquire/-release/-report). Each
+// subcommand group registers itself on the CLI11 app and returns what runs it when parsed.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -124,6 +125,6 @@ void add_fabrics_commands(CLI::App& app, const CliEnv& env, std::vector<Command>
 void add_attach_commands(CLI::App& app, const CliEnv& env, std::vector<Command>& out);     // attach.cpp
 void add_key_commands(CLI::App& app, const CliEnv& env, std::vector<Command>& out);        // keys.cpp
 void add_nvm_io_commands(CLI::App& app, const CliEnv& env, std::vector<Command>& out);     // nvm_io.cpp
-void add_reservation_commands(CLI::App& app, const CliEnv& env, std::vector<Command>& out); // reservations.cpp
+void add_reservation_commands(CLI::App& app, const CliEnv& env, std::vector<Command>& out);  // reservations.cpp
 
 }  // namespace rdmablk::initiator::cli

@@ -51,8 +51,9 @@ int run_compare(const CompareFlags& f, const CliEnv& env) {
   const uint32_t blocks = f.block_count + 1;
   const uint64_t need = uint64_t{blocks} * s->ns->block_size;
   if (f.data_size > need) {
-    return report_error(env, fmt::format("--data-size {} is more than the {} bytes of {} blocks of {} bytes", f.data_size,
-                                         need, blocks, s->ns->block_size),
+    return report_error(env,
+                        fmt::format("--data-size {} is more than the {} bytes of {} blocks of {} bytes", f.data_size,
+                                    need, blocks, s->ns->block_size),
                         2);
   }
   if (f.data_size < need) *env.err << fmt::format("Rounding data size to fit block count ({} bytes)\n", need);
@@ -78,9 +79,8 @@ int run_copy(const CopyFlags& f, const CliEnv& env) {
     return report_error(env, fmt::format("source range entry format {} is not supported (only format 0)", f.format), 2);
   }
   if (f.slbs.size() != f.blocks.size()) {
-    return report_error(env, fmt::format("--slbs lists {} ranges, --blocks {}: they must match", f.slbs.size(),
-                                         f.blocks.size()),
-                        2);
+    return report_error(
+        env, fmt::format("--slbs lists {} ranges, --blocks {}: they must match", f.slbs.size(), f.blocks.size()), 2);
   }
   std::vector<CopyRange> ranges;
   for (std::size_t i = 0; i < f.slbs.size(); ++i) {
@@ -100,8 +100,9 @@ int run_copy(const CopyFlags& f, const CliEnv& env) {
 
 void add_nvm_io_commands(CLI::App& app, const CliEnv& env, std::vector<Command>& out) {
   auto cf = std::make_shared<CompareFlags>();
-  auto* compare = app.add_subcommand(
-      "compare", "compare blocks of a namespace with a data file (Compare command); fails on a mismatch");
+  auto* compare =
+      app.add_subcommand("compare",
+                         "compare blocks of a namespace with a data file (Compare command); fails on a mismatch");
   add_namespace_flags(compare, cf->ns);
   compare->add_option("-s,--start-block", cf->start_block, "64-bit address of the first block to compare");
   compare->add_option("-c,--block-count", cf->block_count, "number of blocks (zeroes based)");
@@ -110,8 +111,8 @@ void add_nvm_io_commands(CLI::App& app, const CliEnv& env, std::vector<Command>&
   out.push_back({compare, [cf, &env] { return run_compare(*cf, env); }});
 
   auto yf = std::make_shared<CopyFlags>();
-  auto* copy = app.add_subcommand(
-      "copy", "copy source block ranges to one destination range inside the target (Copy command)");
+  auto* copy =
+      app.add_subcommand("copy", "copy source block ranges to one destination range inside the target (Copy command)");
   add_namespace_flags(copy, yf->ns);
   copy->add_option("-d,--sdlba", yf->sdlba, "64-bit address of the first destination block");
   copy->add_option("-s,--slbs", yf->slbs, "first block of each source range (comma-separated list)")

@@ -172,12 +172,12 @@ void add_iekey(CLI::App* sub, ResvFlags& f) { sub->add_flag("-i,--iekey", f.ieke
 
 void add_reservation_commands(CLI::App& app, const CliEnv& env, std::vector<Command>& out) {
   auto rf = std::make_shared<ResvFlags>();
-  auto* reg = add_verb(app, "resv-register", "register, unregister or replace a reservation key (Reservation Register)", *rf);
+  auto* reg =
+      add_verb(app, "resv-register", "register, unregister or replace a reservation key (Reservation Register)", *rf);
   reg->add_option("-c,--crkey", rf->crkey, "current reservation key");
   reg->add_option("-k,--nrkey", rf->nrkey, "new reservation key");
   reg->add_option("-r,--rrega", rf->action, "reservation registration action: 0 register, 1 unregister, 2 replace");
-  reg->add_option("-p,--cptpl", rf->cptpl,
-                  "change persistence through power loss: 0 no change, 2 clear, 3 set");
+  reg->add_option("-p,--cptpl", rf->cptpl, "change persistence through power loss: 0 no change, 2 clear, 3 set");
   add_iekey(reg, *rf);
   out.push_back({reg, [rf, &env] { return run_register(*rf, env); }});
 

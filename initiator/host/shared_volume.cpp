@@ -101,8 +101,8 @@ p::Sqe make_reservation_report(uint32_t nsid, bool eds, uint32_t bytes) noexcept
   return p::to_sqe(c);
 }
 
-Result<void> reservation_register(IoQueue& q, uint32_t nsid, p::RegisterAction action, bool iekey,
-                                  p::ChangePtpl cptpl, uint64_t crkey, uint64_t nrkey) {
+Result<void> reservation_register(IoQueue& q, uint32_t nsid, p::RegisterAction action, bool iekey, p::ChangePtpl cptpl,
+                                  uint64_t crkey, uint64_t nrkey) {
   p::ReservationRegisterData d{};
   d.crkey.set(crkey);
   d.nrkey.set(nrkey);

@@ -84,8 +84,7 @@ TEST_F(SharedVolumesE2e, CompareMatchesAndMiscompares) {
     data[bytes - 1] ^= 1;  // the last byte differs
     auto differ = compare_blocks(*q, 1, 100, bytes / kBs, data);
     ASSERT_FALSE(differ) << bytes;
-    EXPECT_NE(differ.error().message.find("Compare failed: Compare Failure (SCT 0x2 SC 0x85, DNR)"),
-              std::string::npos)
+    EXPECT_NE(differ.error().message.find("Compare failed: Compare Failure (SCT 0x2 SC 0x85, DNR)"), std::string::npos)
         << differ.error().message;
   }
 }
@@ -187,7 +186,8 @@ TEST_F(SharedVolumesE2e, CliCompareAndCopy) {
   EXPECT_EQ(ok.exit_status, 0) << ok.err;
   EXPECT_EQ(ok.out, "compare: Success\n");
 
-  auto miss = cli({"compare", uri, "--start-block=600", "--block-count=3", "--data-size=2048", "--data=" + other.string()});
+  auto miss =
+      cli({"compare", uri, "--start-block=600", "--block-count=3", "--data-size=2048", "--data=" + other.string()});
   EXPECT_EQ(miss.exit_status, 1) << miss.out;
   EXPECT_NE(miss.err.find("Compare Failure"), std::string::npos) << miss.err;
 

@@ -81,10 +81,12 @@ TEST(CliResv, NamespaceIdOptionOverridesTheUri) {
 
 TEST(CliResv, OutOfRangeValuesAreUsageErrorsAndSendNothing) {
   const std::vector<std::vector<const char*>> bad{
-      {"resv-register", kUri, "-r", "8"},  {"resv-register", kUri, "-p", "4"}, {"resv-acquire", kUri, "-a", "8"},
-      {"resv-acquire", kUri, "-t", "7"},   {"resv-release", kUri, "-a", "8"},  {"resv-release", kUri, "-t", "7"},
-      {"resv-report", kUri, "-o", "xml"},  {"resv-register", kUri, "-k"},      {"resv-register", kUri, "--bogus"},
-      {"resv-register"},                   {"resv-acquire", kUri, "-c", "x"},  {"resv-register", "nvme0n1"},
+      {"resv-register", kUri, "-r", "8"}, {"resv-register", kUri, "-p", "4"},
+      {"resv-acquire", kUri, "-a", "8"},  {"resv-acquire", kUri, "-t", "7"},
+      {"resv-release", kUri, "-a", "8"},  {"resv-release", kUri, "-t", "7"},
+      {"resv-report", kUri, "-o", "xml"}, {"resv-register", kUri, "-k"},
+      {"resv-register", kUri, "--bogus"}, {"resv-register"},
+      {"resv-acquire", kUri, "-c", "x"},  {"resv-register", "nvme0n1"},
       {"resv-register", kUri, "-n", "0"}};
   for (const auto& args : bad) {
     FakeTarget t;

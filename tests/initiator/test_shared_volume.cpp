@@ -59,7 +59,8 @@ class SharedVolume : public ::testing::Test {
 
   std::vector<uint8_t> ns_bytes(uint64_t slba, uint32_t blocks) {
     auto* ns = t.find_ns(1);
-    return {ns->data.begin() + static_cast<long>(slba * 512), ns->data.begin() + static_cast<long>((slba + blocks) * 512)};
+    return {ns->data.begin() + static_cast<long>(slba * 512),
+            ns->data.begin() + static_cast<long>((slba + blocks) * 512)};
   }
 
   void fill_ns(uint64_t slba, const std::vector<uint8_t>& bytes) {
@@ -203,18 +204,20 @@ TEST(CopyRanges, RefusesEmptyTooManyAndBadBlockCounts) {
 
 TEST(ReservationEncoding, Cdw10BitsOfRegisterAcquireRelease) {
   using namespace protocol;
-  auto reg = as<ReservationRegisterCommand>(make_reservation_register(3, RegisterAction::replace_key, true, ChangePtpl::set));
+  auto reg =
+      as<ReservationRegisterCommand>(make_reservation_register(3, RegisterAction::replace_key, true, ChangePtpl::set));
   EXPECT_EQ(reg.hdr.opcode, 0x0D);
   EXPECT_EQ(reg.hdr.nsid.get(), 3u);
   EXPECT_EQ(reg.hdr.psdt(), Psdt::sgl_mptr_contiguous);
   EXPECT_EQ(reg.cdw10.get(), 0xC000000Au) << "RREGA 2 in 2:0, IEKEY bit 3, CPTPL 3 in 31:30";
 
-  auto acq = as<ReservationAcquireCommand>(
-      make_reservation_acquire(1, AcquireAction::preempt_and_abort, false, ReservationType::exclusive_access_all_registrants));
+  auto acq = as<ReservationAcquireCommand>(make_reservation_acquire(1, AcquireAction::preempt_and_abort, false,
+                                                                    ReservationType::exclusive_access_all_registrants));
   EXPECT_EQ(acq.hdr.opcode, 0x11);
   EXPECT_EQ(acq.cdw10.get(), 0x0602u) << "RACQA 2 in 2:0, RTYPE 6 in 15:8";
 
-  auto rel = as<ReservationReleaseCommand>(make_reservation_release(1, ReleaseAction::clear, true, ReservationType::write_exclusive));
+  auto rel = as<ReservationReleaseCommand>(
+      make_reservation_release(1, ReleaseAction::clear, true, ReservationType::write_exclusive));
   EXPECT_EQ(rel.hdr.opcode, 0x15);
   EXPECT_EQ(rel.cdw10.get(), 0x0109u) << "RRELA 1, IEKEY, RTYPE 1";
 
