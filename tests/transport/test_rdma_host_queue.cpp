@@ -135,6 +135,7 @@ TEST(RdmaHostQueueFake, FailedReceiveFailsEveryOutstandingCommandOnce) {
 // FUSE bits as given, and both complete.
 TEST(RdmaHostQueueFake, FusedPairIsOneChainOfTwoAdjacentSends) {
   FakeVerbs f;
+  f.record = true;
   auto q = rdma::adopt_rdma_host_queue(options(0us), f.verbs());
   ASSERT_TRUE(q) << q.error().message;
   Done a, b;
@@ -156,6 +157,7 @@ TEST(RdmaHostQueueFake, FusedPairIsOneChainOfTwoAdjacentSends) {
 // Only one free slot: the pair is refused whole (no half goes out alone), and the queue still works.
 TEST(RdmaHostQueueFake, FusedPairWithRoomForOneIsRefusedWhole) {
   FakeVerbs f;
+  f.record = true;
   auto q = rdma::adopt_rdma_host_queue(options(0us), f.verbs());
   ASSERT_TRUE(q) << q.error().message;
   std::vector<Done> done(7);
