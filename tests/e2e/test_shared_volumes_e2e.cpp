@@ -53,7 +53,7 @@ class SharedVolumesE2e : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(t.start(config_with_namespaces(kRamNamespace)));
-    ctrl = connect_or_fail(controller_options(t.io_port(), kSubnqn), t);
+    ctrl = connect_or_fail(controller_options(t.io_port(), kSubnqn, kHostA, 120'000, 2), t);
     ASSERT_TRUE(ctrl);
     q = io_queue_or_fail(*ctrl, 1);
     ASSERT_TRUE(q);
@@ -161,6 +161,35 @@ TEST_F(SharedVolumesE2e, FusedPairAmidOtherCommandsOnTheQueue) {
   for (const Half& h : others) EXPECT_TRUE(h.status.ok()) << p::status_name(h.status);
   EXPECT_EQ(get(400, kBs), new_data);
   EXPECT_EQ(get(1000 + 8 * 7, 4096), bufs[7]);
+}
+
+// NVMe/TCP with one free slot: the pair is refused whole (a half sent alone would be held by the target as a
+// first half, and the next pair would then fail with Missing Fused Command); with room again, it goes.
+TEST_F(SharedVolumesE2e, FusedPairOnAFullQueueIsRefusedWhole) {
+  auto small = io_queue_or_fail(*ctrl, 2, 4);  // 4 slots
+  ASSERT_TRUE(small);
+  auto old_data = pattern(kBs, 90), new_data = pattern(kBs, 91);
+  put(500, old_data);
+  std::vector<std::vector<uint8_t>> bufs{pattern(kBs, 92), pattern(kBs, 93), pattern(kBs, 94)};
+  std::vector<Half> fill(3);
+  std::vector<HostCommand> cmds;
+  cmds.reserve(3);
+  for (int i = 0; i < 3; ++i) {
+    cmds.push_back(fill[i].command());
+    ASSERT_TRUE(small->submit_write(cmds[i], 1, 2000 + i, 1, bufs[i]).ok());
+  }
+  Half cmp, wr;
+  HostCommand first = cmp.command(), second = wr.command();
+  EXPECT_EQ(small->submit_compare_and_write(first, second, 1, 500, 1, old_data, new_data),
+            p::status::command_interrupted);
+  EXPECT_EQ(small->queue().outstanding(), 3u);
+  ASSERT_TRUE(wait_all(*small, {&fill[0], &fill[1], &fill[2]})) << t.log();
+  ASSERT_TRUE(small->submit_compare_and_write(first, second, 1, 500, 1, old_data, new_data).ok());
+  ASSERT_TRUE(wait_all(*small, {&cmp, &wr})) << t.log();
+  EXPECT_TRUE(cmp.status.ok()) << p::status_name(cmp.status);
+  EXPECT_TRUE(wr.status.ok()) << p::status_name(wr.status);
+  EXPECT_EQ(cmp.calls + wr.calls, 2) << "each half completed once";
+  EXPECT_EQ(get(500, kBs), new_data);
 }
 
 // `rdmablk compare` and `rdmablk copy` against the target, as a user runs them.
