@@ -25,6 +25,11 @@ ReadWriteCommand make_write(uint16_t cid, uint32_t nsid, uint64_t slba, uint32_t
   return make_rw(IoOpcode::write, cid, nsid, slba, blocks, dptr, fua);
 }
 
+ReadWriteCommand make_compare(uint16_t cid, uint32_t nsid, uint64_t slba, uint32_t blocks,
+                              const SglDescriptor& dptr) noexcept {
+  return make_rw(IoOpcode::compare, cid, nsid, slba, blocks, dptr, false);
+}
+
 Sqe make_flush(uint16_t cid, uint32_t nsid) noexcept {
   Sqe s{};
   s.hdr = make_header(static_cast<uint8_t>(IoOpcode::flush), cid, nsid);

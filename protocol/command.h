@@ -560,6 +560,9 @@ ReadWriteCommand make_read(uint16_t cid, uint32_t nsid, uint64_t slba, uint32_t 
                            bool fua = false) noexcept;
 ReadWriteCommand make_write(uint16_t cid, uint32_t nsid, uint64_t slba, uint32_t blocks, const SglDescriptor& dptr,
                             bool fua = false) noexcept;
+// Compare (05h): the Write layout (the host sends the data), no FUA.
+ReadWriteCommand make_compare(uint16_t cid, uint32_t nsid, uint64_t slba, uint32_t blocks,
+                              const SglDescriptor& dptr) noexcept;
 Sqe make_flush(uint16_t cid, uint32_t nsid) noexcept;
 WriteZeroesCommand make_write_zeroes(uint16_t cid, uint32_t nsid, uint64_t slba, uint32_t blocks,
                                      bool deallocate = false, bool fua = false) noexcept;

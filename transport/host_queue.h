@@ -57,6 +57,16 @@ class HostQueue {
   virtual ~HostQueue() = default;
   // Queue a command. Fails (without calling on_complete) when the queue is full or disconnected.
   virtual protocol::Status submit(HostCommand& cmd) noexcept = 0;
+  // Queue a fused operation (NVMe Base 2.0, 3.4.2; the caller set FUSE 01b in `first`, 10b in `second`):
+  // one unit, both or neither, in adjacent submission queue entries with no other command between them
+  // on the wire. Fails like submit() (no callback runs), also when only one of them would fit. A queue
+  // is single-threaded, so nothing else can be queued between the two inside this call. Transports that
+  // cannot promise adjacency (the default) answer Invalid Field.
+  virtual protocol::Status submit_fused(HostCommand& first, HostCommand& second) noexcept {
+    (void)first;
+    (void)second;
+    return protocol::status::invalid_field;
+  }
   // Drive the connection: send what is queued, receive, run completion callbacks. Waits up to
   // `timeout` for at least one completion when min_completions > 0. Returns completions run, or
   // -errno when the connection failed (every outstanding command then completes with a transport

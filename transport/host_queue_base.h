@@ -33,6 +33,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "protocol/completion.h"
@@ -100,22 +101,30 @@ class HostQueueBase : public HostQueue {
 
   // The slot the next submit() gets, reset, its CID and SGL type put in the command. Only a later
   // activate() takes it off the free list (a transport may still refuse the command). Needs a free CID.
-  uint16_t prepare_slot(HostCommand& cmd) noexcept {
-    const uint16_t cid = free_cids_.back();
-    slots_[cid] = Slot{};
-    cmd.sqe.hdr.cid.set(cid);
-    cmd.sqe.hdr.set_psdt(protocol::Psdt::sgl_mptr_contiguous);
-    return cid;
+  uint16_t prepare_slot(HostCommand& cmd) noexcept { return prepare_slot_at(free_cids_.size() - 1, cmd); }
+
+  // A fused pair's two slots (needs two free CIDs): activate(first) then activate(second) takes them.
+  std::pair<uint16_t, uint16_t> prepare_pair(HostCommand& first, HostCommand& second) noexcept {
+    const std::size_t n = free_cids_.size();
+    return {prepare_slot_at(n - 1, first), prepare_slot_at(n - 2, second)};
   }
 
   // The command in prepare_slot()'s slot is on its way.
   Slot& activate(uint16_t cid, HostCommand& cmd) noexcept {
-    free_cids_.pop_back();
+    free_cids_.pop_back();  // `cid` (prepare_pair: the first, then the second)
     Slot& s = slots_[cid];
     s.cmd = &cmd;
     s.active = true;
     ++outstanding_;
     return s;
+  }
+
+  uint16_t prepare_slot_at(std::size_t free_index, HostCommand& cmd) noexcept {
+    const uint16_t cid = free_cids_[free_index];
+    slots_[cid] = Slot{};
+    cmd.sqe.hdr.cid.set(cid);
+    cmd.sqe.hdr.set_psdt(protocol::Psdt::sgl_mptr_contiguous);
+    return cid;
   }
 
   static bool moves_data(const HostCommand& cmd) noexcept {

@@ -20,6 +20,8 @@ int cli_main(int argc, const char* const* argv, const CliEnv& env) {
   cli::add_fabrics_commands(app, env, commands);
   cli::add_attach_commands(app, env, commands);
   cli::add_key_commands(app, env, commands);
+  cli::add_nvm_io_commands(app, env, commands);
+  cli::add_reservation_commands(app, env, commands);
 
   try {
     app.parse(argc, argv);

@@ -1,4 +1,4 @@
-// The `rdmablk` command line: discover, identify, bench. Flags follow nvme-cli: -t/--transport,
+// The `rdmablk` command line: discover, identify, bench, compare, copy, resv-*. Flags follow nvme-cli: -t/--transport,
 // -a/--traddr, -s/--trsvcid, -n/--nqn, -q/--hostnqn, --hostid, --kato (keep-alive timeout in seconds, as
 // nvme-cli's --keep-alive-tmo).
 //
@@ -9,6 +9,7 @@
 
 #include "initiator/host/controller.h"
 #include "initiator/host/kernel_fabrics.h"
+#include "initiator/host/shared_volume.h"
 
 namespace rdmablk::initiator {
 
@@ -29,5 +30,8 @@ std::string format_discovery_log(const DiscoveryLog& log);
 std::string format_discovery_log_json(const DiscoveryLog& log);
 // Controller and namespaces, `nvme id-ctrl` style.
 std::string format_identify(const Controller& ctrl);
+// Reservation Report as `nvme resv-report` prints it (normal and json output formats).
+std::string format_reservation_report(const ReservationStatus& s);
+std::string format_reservation_report_json(const ReservationStatus& s);
 
 }  // namespace rdmablk::initiator

@@ -15,13 +15,20 @@ void add_connection_flags(CLI::App* app, ConnFlags& f, bool need_addr, bool need
   app->add_option("-s,--trsvcid", f.trsvcid, "transport service id (port)");
   auto* n = app->add_option("-n,--nqn", f.nqn, "subsystem NQN");
   if (need_nqn) n->required();
-  app->add_option("-q,--hostnqn", f.hostnqn, "host NQN (default: /etc/nvme/hostnqn, else generated)");
+  add_host_flags(app, f, true);
+}
+
+void add_host_flags(CLI::App* app, ConnFlags& f, bool short_names) {
+  auto name = [short_names](const char* letter, const char* long_name) {
+    return short_names ? std::string(letter) + "," + long_name : std::string(long_name);
+  };
+  app->add_option(name("-q", "--hostnqn"), f.hostnqn, "host NQN (default: /etc/nvme/hostnqn, else generated)");
   app->add_option("--hostid", f.hostid, "host identifier, a UUID (default: /etc/nvme/hostid, else derived)");
   app->add_option("--kato", f.kato_s, "keep-alive timeout in seconds (0 = off)");
-  app->add_option("-S,--dhchap-secret", f.dhchap_secret,
+  app->add_option(name("-S", "--dhchap-secret"), f.dhchap_secret,
                   "DH-HMAC-CHAP host secret (DHHC-1:XX:...:, see gen-dhchap-key), used when the controller "
                   "requires authentication");
-  app->add_option("-C,--dhchap-ctrl-secret", f.dhchap_ctrl_secret,
+  app->add_option(name("-C", "--dhchap-ctrl-secret"), f.dhchap_ctrl_secret,
                   "DH-HMAC-CHAP controller secret: the controller must prove it knows it (bidirectional)");
   app->add_flag("--tls", f.tls,
                 "NVMe/TCP over TLS 1.3 with a pre-shared key (the userspace host needs --tls-key or --tls-key-file)");
@@ -135,6 +142,42 @@ std::string human_bytes(uint64_t b) {
     ++u;
   }
   return u ? fmt::format("{:.2f} {}", v, units[u]) : fmt::format("{} B", b);
+}
+
+void add_namespace_flags(CLI::App* app, NamespaceFlags& f) {
+  app->add_option("device", f.uri, "the namespace: tcp://ADDR:PORT/NQN[/NSID] or rdma://... (NSID 1 if absent)")
+      ->required();
+  app->add_option("-n,--namespace-id", f.nsid, "namespace identifier (default: the one in the URI)")
+      ->check(CLI::Range(1u, 0xFFFFFFFEu));
+  add_host_flags(app, f.conn, false);
+}
+
+tl::expected<NamespaceSession, int> open_namespace(NamespaceFlags f, const CliEnv& env, bool need_info) {
+  auto uri = parse_namespace_uri(f.uri);
+  if (!uri) return tl::unexpected(report_error(env, uri.error().message, 2));
+  f.conn.transport = uri->address.type == transport::TransportType::rdma ? "rdma" : "tcp";
+  f.conn.traddr = uri->address.traddr;
+  f.conn.trsvcid = std::to_string(uri->address.trsvcid);
+  auto r = resolve(f.conn, transport::kDefaultIoPort, 5000, env);
+  if (!r) return tl::unexpected(report_error(env, r.error().message, 2));
+  NamespaceSession s;
+  s.nsid = f.nsid.value_or(uri->nsid);
+  auto ctrl = Controller::connect(controller_options(*r, uri->subnqn, env));
+  if (!ctrl) return tl::unexpected(report_error(env, ctrl.error().message));
+  s.ctrl = std::move(*ctrl);
+  s.ns = s.ctrl->find_namespace(s.nsid);
+  if (need_info && s.ns == nullptr) {
+    return tl::unexpected(report_error(env, fmt::format("{}: no namespace {}", s.ctrl->where(), s.nsid)));
+  }
+  auto q = s.ctrl->connect_io_queue(1, 2);
+  if (!q) return tl::unexpected(report_error(env, q.error().message));
+  s.io = std::move(*q);
+  return s;
+}
+
+NamespaceSession::~NamespaceSession() {
+  if (io) io->disconnect();
+  if (ctrl) (void)ctrl->shutdown();
 }
 
 int report_error(const CliEnv& env, const std::string& message, int code) {

@@ -1,6 +1,7 @@
 // Pieces shared by the `rdmablk` subcommands (discover.cpp: discover/identify; bench.cpp: bench; fabrics.cpp:
 // connect/connect-all/disconnect/list through the kernel host; attach.cpp: attach/detach through
-// ublk). Each subcommand group registers itself on the CLI11 app and returns what runs it when parsed.
+// ublk; nvm_io.cpp: compare/copy; reservations.cpp: resv-register/-acquire/-release/-report). Each
+// subcommand group registers itself on the CLI11 app and returns what runs it when parsed.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -12,6 +13,7 @@
 
 #include "initiator/cli/cli.h"
 #include "initiator/host/controller.h"
+#include "initiator/host/namespace_uri.h"
 
 namespace rdmablk::initiator::cli {
 
@@ -34,6 +36,35 @@ struct ConnFlags {
 };
 
 void add_connection_flags(CLI::App* app, ConnFlags& f, bool need_addr, bool need_nqn);
+// The host's side alone: --hostnqn --hostid --kato --dhchap-secret --dhchap-ctrl-secret --tls --tls-key
+// --tls-key-file, with -q -S -C when `short_names`.
+void add_host_flags(CLI::App* app, ConnFlags& f, bool short_names);
+
+// The verbs that send NVM commands to one namespace (compare, copy, resv-*): nvme-cli's <device> is a
+// namespace URI here (tcp://ADDR:PORT/NQN[/NSID]), -n/--namespace-id overrides its NSID, and the host
+// flags are long names only (nvme-cli's letters -t -a -s -c -p ... are the verbs' own options there).
+struct NamespaceFlags {
+  std::string uri;
+  std::optional<uint32_t> nsid;
+  ConnFlags conn;  // the host flags; the rest comes from the URI
+};
+void add_namespace_flags(CLI::App* app, NamespaceFlags& f);
+
+// A controller with one I/O queue, for the namespace the flags name. Closed (queue disconnected, the
+// controller shut down) when it goes.
+struct NamespaceSession {
+  std::unique_ptr<Controller> ctrl;
+  std::unique_ptr<IoQueue> io;
+  uint32_t nsid = 0;
+  const NamespaceInfo* ns = nullptr;  // null when the controller does not list the namespace
+  NamespaceSession() = default;
+  NamespaceSession(NamespaceSession&&) = default;
+  NamespaceSession& operator=(NamespaceSession&&) = default;
+  ~NamespaceSession();
+};
+// Connects, or reports on env.err and returns the exit status. `need_info`: the namespace must be listed
+// (its block size is needed).
+tl::expected<NamespaceSession, int> open_namespace(NamespaceFlags f, const CliEnv& env, bool need_info);
 
 // Where the queues run: our userspace host (TLS needs the key: there is no keyring) or the kernel's
 // (`connect`: --tls is passed on, the kernel and tlshd take the PSK from the .nvme keyring).
@@ -93,5 +124,7 @@ void add_bench_command(CLI::App& app, const CliEnv& env, std::vector<Command>& o
 void add_fabrics_commands(CLI::App& app, const CliEnv& env, std::vector<Command>& out);    // fabrics.cpp
 void add_attach_commands(CLI::App& app, const CliEnv& env, std::vector<Command>& out);     // attach.cpp
 void add_key_commands(CLI::App& app, const CliEnv& env, std::vector<Command>& out);        // keys.cpp
+void add_nvm_io_commands(CLI::App& app, const CliEnv& env, std::vector<Command>& out);     // nvm_io.cpp
+void add_reservation_commands(CLI::App& app, const CliEnv& env, std::vector<Command>& out);  // reservations.cpp
 
 }  // namespace rdmablk::initiator::cli

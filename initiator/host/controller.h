@@ -130,6 +130,24 @@ class IoQueue {
   protocol::Status submit_dsm(transport::HostCommand& cmd, uint32_t nsid, std::span<uint8_t> ranges,
                               uint32_t attributes = protocol::DsmCommand::kDeallocate) noexcept;
 
+  // Compare (05h): `buffer` holds the blocks the namespace is expected to hold; a mismatch completes with
+  // Compare Failure (SCT 2h SC 85h).
+  protocol::Status submit_compare(transport::HostCommand& cmd, uint32_t nsid, uint64_t slba, uint32_t blocks,
+                                  std::span<uint8_t> buffer) noexcept;
+  // Copy (19h), source range descriptor format 0: `ranges` holds whole protocol::CopySourceRange entries
+  // (32 bytes each, 1..256 of them; encode_copy_ranges in shared_volume.h makes them).
+  protocol::Status submit_copy(transport::HostCommand& cmd, uint32_t nsid, uint64_t sdlba, std::span<uint8_t> ranges,
+                               bool fua = false) noexcept;
+  // Fused Compare and Write (Base 2.0, 3.4.2): a Compare (FUSE 01b, `first`, `compare_buf`) and a Write
+  // (FUSE 10b, `second`, `write_buf`) over the same blocks, queued as one unit in adjacent submission
+  // entries (HostQueue::submit_fused): both are queued or neither. Each completes on its own callback. A
+  // match: both succeed, the data is written. A mismatch: the Compare completes with Compare Failure, the
+  // Write with Command Aborted due to Failed Fused Command (SCT 0 SC 09h), nothing written.
+  protocol::Status submit_compare_and_write(transport::HostCommand& first, transport::HostCommand& second,
+                                            uint32_t nsid, uint64_t slba, uint32_t blocks,
+                                            std::span<uint8_t> compare_buf, std::span<uint8_t> write_buf,
+                                            bool fua = false) noexcept;
+
   int poll(unsigned min_completions, std::chrono::milliseconds timeout) noexcept {
     return queue_->poll(min_completions, timeout);
   }

@@ -7,7 +7,9 @@
 
 #include "protocol/command_names.h"
 #include "initiator/host/controller.h"
+#include "initiator/host/shared_volume.h"
 #include "initiator/host/sync_command.h"
+#include "protocol/reservation.h"
 
 namespace rdmablk::initiator {
 
@@ -107,6 +109,43 @@ Status IoQueue::submit_dsm(HostCommand& cmd, uint32_t nsid, std::span<uint8_t> r
   cmd.direction = DataDirection::host_to_controller;
   cmd.data = ranges;
   return queue_->submit(cmd);
+}
+
+Status IoQueue::submit_compare(HostCommand& cmd, uint32_t nsid, uint64_t slba, uint32_t blocks,
+                               std::span<uint8_t> buffer) noexcept {
+  if (blocks == 0 || blocks > 65536 || (max_transfer_ && buffer.size() > max_transfer_)) return kTooLarge;
+  cmd.sqe = protocol::to_sqe(protocol::make_compare(0, nsid, slba, blocks, protocol::SglDescriptor{}));
+  cmd.direction = DataDirection::host_to_controller;
+  cmd.data = buffer;
+  return queue_->submit(cmd);
+}
+
+Status IoQueue::submit_copy(HostCommand& cmd, uint32_t nsid, uint64_t sdlba, std::span<uint8_t> ranges,
+                            bool fua) noexcept {
+  std::size_t n = ranges.size() / sizeof(protocol::CopySourceRange);
+  if (n == 0 || n > 256 || ranges.size() % sizeof(protocol::CopySourceRange)) return kTooLarge;
+  cmd.sqe = make_copy(nsid, sdlba, static_cast<uint32_t>(n), fua);
+  cmd.direction = DataDirection::host_to_controller;
+  cmd.data = ranges;
+  return queue_->submit(cmd);
+}
+
+Status IoQueue::submit_compare_and_write(HostCommand& first, HostCommand& second, uint32_t nsid, uint64_t slba,
+                                         uint32_t blocks, std::span<uint8_t> compare_buf,
+                                         std::span<uint8_t> write_buf, bool fua) noexcept {
+  if (blocks == 0 || blocks > 65536 || compare_buf.size() != write_buf.size() ||
+      (max_transfer_ && write_buf.size() > max_transfer_)) {
+    return kTooLarge;
+  }
+  first.sqe = protocol::to_sqe(protocol::make_compare(0, nsid, slba, blocks, protocol::SglDescriptor{}));
+  first.sqe.hdr.set_fuse(protocol::FusedOperation::first);
+  first.direction = DataDirection::host_to_controller;
+  first.data = compare_buf;
+  second.sqe = protocol::to_sqe(protocol::make_write(0, nsid, slba, blocks, protocol::SglDescriptor{}, fua));
+  second.sqe.hdr.set_fuse(protocol::FusedOperation::second);
+  second.direction = DataDirection::host_to_controller;
+  second.data = write_buf;
+  return queue_->submit_fused(first, second);
 }
 
 Result<Cqe> IoQueue::execute(const Sqe& sqe, std::span<uint8_t> data, DataDirection dir) {

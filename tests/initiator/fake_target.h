@@ -19,6 +19,7 @@
 #include "protocol/identify.h"
 #include "protocol/log_pages.h"
 #include "protocol/properties.h"
+#include "protocol/reservation.h"
 #include "transport/host_queue.h"
 
 namespace rdmablk::testing {
@@ -64,6 +65,12 @@ struct FakeTarget {
   std::atomic<int> flushes{0};
   std::atomic<int> dsm_ranges{0};  // deallocated ranges (their blocks read back as zeroes)
   std::atomic<int> io_commands{0};
+  // I/O commands in the order they arrived, with the data they carried to the controller.
+  std::vector<p::Sqe> io_log;
+  std::vector<std::vector<uint8_t>> io_data;
+  // Reservation commands: Register / Acquire / Release answer this; Report returns these bytes.
+  p::Status reservation_answer = p::status::success;
+  std::vector<uint8_t> reservation_report;
   std::string last_hostnqn;
   p::ConnectCommand last_connect{};
 
@@ -266,10 +273,45 @@ struct FakeTarget {
     }
 
     // NVM I/O
+    io_log.push_back(sqe);
+    io_data.emplace_back();
+    if (cmd.direction == DataDirection::host_to_controller) io_data.back().assign(cmd.data.begin(), cmd.data.end());
     auto* ns = find_ns(sqe.hdr.nsid.get());
     if (!ns) return err(p::status::invalid_namespace);
     ++io_commands;
     switch (static_cast<p::IoOpcode>(sqe.hdr.opcode)) {
+      case p::IoOpcode::compare: {
+        auto rw = p::as<p::ReadWriteCommand>(sqe);
+        uint64_t lba = rw.start_lba(), n = rw.block_count();
+        if (lba + n > ns->blocks) return err(p::status::lba_out_of_range);
+        if (cmd.data.size() != n * ns->block_size) return err(p::status::data_sgl_length_invalid);
+        bool same = std::memcmp(ns->data.data() + lba * ns->block_size, cmd.data.data(), cmd.data.size()) == 0;
+        return same ? ok() : err(p::status::compare_failure);
+      }
+      case p::IoOpcode::copy: {
+        auto c = p::as<p::CopyCommand>(sqe);
+        if (c.descriptor_format() != 0 || cmd.data.size() != c.range_count() * sizeof(p::CopySourceRange)) {
+          return err(p::status::invalid_field);
+        }
+        std::vector<uint8_t> buf;
+        for (uint32_t i = 0; i < c.range_count(); ++i) {
+          auto r = p::load<p::CopySourceRange>(cmd.data.data() + i * sizeof(p::CopySourceRange));
+          if (r.slba.get() + r.block_count() > ns->blocks) return err(p::status::lba_out_of_range);
+          auto* from = ns->data.data() + r.slba.get() * ns->block_size;
+          buf.insert(buf.end(), from, from + uint64_t{r.block_count()} * ns->block_size);
+        }
+        if (c.sdlba.get() * ns->block_size + buf.size() > ns->data.size()) return err(p::status::lba_out_of_range);
+        std::memcpy(ns->data.data() + c.sdlba.get() * ns->block_size, buf.data(), buf.size());
+        return ok();
+      }
+      case p::IoOpcode::reservation_register:
+      case p::IoOpcode::reservation_acquire:
+      case p::IoOpcode::reservation_release: return err(reservation_answer);
+      case p::IoOpcode::reservation_report: {
+        std::fill(cmd.data.begin(), cmd.data.end(), 0);
+        copy_out(cmd.data, reservation_report.data(), reservation_report.size());
+        return ok();
+      }
       case p::IoOpcode::read:
       case p::IoOpcode::write: {
         auto rw = p::as<p::ReadWriteCommand>(sqe);
@@ -330,13 +372,35 @@ class FakeHostQueue final : public transport::HostQueue {
         dropped_.push_back(cmd);
         continue;
       }
-      p::Cqe cqe = target_.handle(opts_.qid, cntlid_, *cmd);
-      cqe.cid = cmd->sqe.hdr.cid;
-      cmd->on_complete(*cmd, cqe);
+      if (cmd->sqe.hdr.fuse() == p::FusedOperation::first && !pending_.empty() &&
+          pending_.front()->sqe.hdr.fuse() == p::FusedOperation::second) {
+        HostCommand* second = pending_.front();
+        pending_.erase(pending_.begin());
+        done += run_fused(*cmd, *second);
+        continue;
+      }
+      answer(*cmd, target_.handle(opts_.qid, cntlid_, *cmd));
       ++done;
     }
     if (done == 0 && min_completions > 0) std::this_thread::sleep_for(std::min(timeout, std::chrono::milliseconds(5)));
     return done;
+  }
+  static void answer(HostCommand& cmd, p::Cqe cqe) noexcept {
+    cqe.cid = cmd.sqe.hdr.cid;
+    cmd.on_complete(cmd, cqe);
+  }
+  // Compare, then the Write only if it matched; a miscompare aborts the Write (Failed Fused).
+  int run_fused(HostCommand& cmp, HostCommand& wr) noexcept {
+    p::Cqe c = target_.handle(opts_.qid, cntlid_, cmp);
+    p::Cqe w = c;
+    if (c.get_status().ok()) {
+      w = target_.handle(opts_.qid, cntlid_, wr);
+    } else {
+      w.set_status(p::status::aborted_failed_fused);
+    }
+    answer(cmp, c);
+    answer(wr, w);
+    return 2;
   }
   unsigned outstanding() const noexcept override { return static_cast<unsigned>(pending_.size() + dropped_.size()); }
   uint16_t entries() const noexcept override { return opts_.entries; }
@@ -347,6 +411,14 @@ class FakeHostQueue final : public transport::HostQueue {
     closed_ = true;
     pending_.clear();
     dropped_.clear();
+  }
+  // A fused pair stays adjacent in the queue; poll() runs it as the target does (fused.cpp).
+  p::Status submit_fused(HostCommand& first, HostCommand& second) noexcept override {
+    if (closed_) return p::status::transient_transport_error;
+    if (pending_.size() + 2 > opts_.entries) return p::status::command_interrupted;
+    (void)submit(first);
+    (void)submit(second);
+    return p::status::success;
   }
   std::optional<uint8_t> drop_opcode;  // never answer commands with this opcode
 

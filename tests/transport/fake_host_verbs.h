@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <deque>
+#include <vector>
 
 #include "protocol/completion.h"
 #include "protocol/command.h"
@@ -38,7 +39,10 @@ struct FakeVerbs {
   ibv_wc_status recv_status = IBV_WC_SUCCESS;
   unsigned poll_calls = 0;
   unsigned arm_calls = 0;
-  unsigned sends = 0;
+  unsigned sends = 0;            // SEND work requests
+  unsigned post_send_calls = 0;  // ibv_post_send calls (a chain counts once)
+  bool record = false;           // keep the SQEs sent (tests; the bench sends millions)
+  std::vector<p::Sqe> sent;      // with `record`: the SQEs of the SENDs, in order
 
   struct Recv {
     uint64_t wr_id;
@@ -95,8 +99,20 @@ struct FakeVerbs {
     return 0;
   }
 
-  static int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** /*bad*/) {
+  // Every work request of the chain, in order (a fused pair comes as one chain of two).
+  static int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad) {
     auto& f = *static_cast<FakeVerbs*>(qp->qp_context);
+    ++f.post_send_calls;
+    for (; wr != nullptr; wr = wr->next) {
+      if (int rc = post_one(f, wr); rc != 0) {
+        *bad = wr;
+        return rc;
+      }
+    }
+    return 0;
+  }
+
+  static int post_one(FakeVerbs& f, ibv_send_wr* wr) {
     ++f.sends;
     const auto now = Clock::now();
     ibv_wc send{};
@@ -105,6 +121,7 @@ struct FakeVerbs {
     send.opcode = IBV_WC_SEND;
     f.due.push_back(Due{now, send});
     const auto sqe = p::load<p::Sqe>(reinterpret_cast<const uint8_t*>(wr->sg_list[0].addr));
+    if (f.record) f.sent.push_back(sqe);
     if (f.recvs.empty()) return ENOMEM;  // the host posts a RECV per entry: cannot happen
     const Recv r = f.recvs.front();
     f.recvs.pop_front();

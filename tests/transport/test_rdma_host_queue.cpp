@@ -131,4 +131,49 @@ TEST(RdmaHostQueueFake, FailedReceiveFailsEveryOutstandingCommandOnce) {
   EXPECT_EQ(a.calls, 1u);
 }
 
+// A fused pair (Compare + Write) leaves in one ibv_post_send as a chain of two SENDs, first half first,
+// FUSE bits as given, and both complete.
+TEST(RdmaHostQueueFake, FusedPairIsOneChainOfTwoAdjacentSends) {
+  FakeVerbs f;
+  f.record = true;
+  auto q = rdma::adopt_rdma_host_queue(options(0us), f.verbs());
+  ASSERT_TRUE(q) << q.error().message;
+  Done a, b;
+  HostCommand first = flush_command(a), second = flush_command(b);
+  first.sqe.hdr.set_fuse(p::FusedOperation::first);
+  second.sqe.hdr.set_fuse(p::FusedOperation::second);
+  ASSERT_TRUE((*q)->submit_fused(first, second).ok());
+  EXPECT_EQ(f.post_send_calls, 1u);
+  ASSERT_EQ(f.sent.size(), 2u);
+  EXPECT_EQ(f.sent[0].hdr.fuse(), p::FusedOperation::first);
+  EXPECT_EQ(f.sent[1].hdr.fuse(), p::FusedOperation::second);
+  EXPECT_NE(f.sent[0].hdr.cid.get(), f.sent[1].hdr.cid.get());
+  EXPECT_EQ((*q)->outstanding(), 2u);
+  EXPECT_EQ((*q)->poll(2, 1s), 2);
+  EXPECT_EQ(a.calls, 1u);
+  EXPECT_EQ(b.calls, 1u);
+}
+
+// Only one free slot: the pair is refused whole (no half goes out alone), and the queue still works.
+TEST(RdmaHostQueueFake, FusedPairWithRoomForOneIsRefusedWhole) {
+  FakeVerbs f;
+  f.record = true;
+  auto q = rdma::adopt_rdma_host_queue(options(0us), f.verbs());
+  ASSERT_TRUE(q) << q.error().message;
+  std::vector<Done> done(7);
+  std::vector<HostCommand> fill;
+  fill.reserve(7);
+  for (auto& d : done) fill.push_back(flush_command(d));
+  for (auto& c : fill) ASSERT_TRUE((*q)->submit(c).ok());  // 7 of 8 entries
+  Done a, b;
+  HostCommand first = flush_command(a), second = flush_command(b);
+  EXPECT_EQ((*q)->submit_fused(first, second), p::status::command_interrupted);
+  EXPECT_EQ(f.sent.size(), 7u);
+  EXPECT_EQ((*q)->outstanding(), 7u);
+  EXPECT_EQ((*q)->poll(7, 1s), 7);
+  EXPECT_TRUE((*q)->submit_fused(first, second).ok());
+  EXPECT_EQ((*q)->poll(2, 1s), 2);
+  EXPECT_EQ(a.calls + b.calls, 2u);
+}
+
 }  // namespace

@@ -4,6 +4,7 @@
 #include <rdma/rdma_cma.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -125,42 +126,23 @@ class RdmaHostQueue final : public HostQueueBase<RdmaHostQueue, HostSlot> {
   // ---- HostQueue ----------------------------------------------------------------------------------
 
   p::Status submit(HostCommand& cmd) noexcept override {
-    if (error_ != 0 || !connected_) return p::status::transient_transport_error;
-    if (free_cids_.empty()) return p::status::command_interrupted;
-    if (sends_outstanding_ >= sq_depth_) {
-      reap();
-      if (error_ != 0) return p::status::transient_transport_error;
-      if (sends_outstanding_ >= sq_depth_) return p::status::command_interrupted;
+    if (p::Status st = admit(cmd, nullptr); !st.ok()) return st;
+    std::array<Send, 1> one{Send{prepare_slot(cmd), 0, &cmd}};
+    if (!build_capsule(one[0])) return p::status::internal_error;
+    return post(one);
+  }
+
+  // Both capsules in one chain of SENDs posted together: adjacent on the QP, nothing between them.
+  p::Status submit_fused(HostCommand& first, HostCommand& second) noexcept override {
+    if (p::Status st = admit(first, &second); !st.ok()) return st;
+    const auto [c1, c2] = prepare_pair(first, second);
+    std::array<Send, 2> pair{Send{c1, 0, &first}, Send{c2, 0, &second}};
+    if (!build_capsule(pair[0])) return p::status::internal_error;
+    if (!build_capsule(pair[1])) {
+      drop_own_mr(slots_[c1]);
+      return p::status::internal_error;
     }
-    const std::size_t len = cmd.data.size();
-    const bool has_data = moves_data(cmd);
-    if (has_data && len > max_transfer()) return p::status::data_sgl_length_invalid;
-    const uint16_t cid = prepare_slot(cmd);
-    HostSlot& s = slots_[cid];
-    uint8_t* capsule = region_ + std::size_t{cid} * capsule_size_;
-    uint32_t send_len = kSqeSize;
-    if (fits_in_capsule(cmd)) {
-      cmd.sqe.hdr.dptr = p::make_in_capsule_sgl(0, static_cast<uint32_t>(len));
-      std::memcpy(capsule + kSqeSize, cmd.data.data(), len);
-      send_len += static_cast<uint32_t>(len);
-    } else if (has_data) {
-      uint32_t rkey = 0;
-      if (!data_rkey(cmd, s, rkey)) return p::status::internal_error;
-      cmd.sqe.hdr.dptr = p::make_keyed_sgl(reinterpret_cast<uintptr_t>(cmd.data.data()), static_cast<uint32_t>(len),
-                                           rkey, false);
-    } else {
-      cmd.sqe.hdr.dptr = p::make_keyed_sgl(0, 0, 0, false);  // no data: a null keyed descriptor
-    }
-    std::memcpy(capsule, &cmd.sqe, kSqeSize);
-    if (int rc = post_send(cid, capsule, send_len); rc != 0) {
-      if (s.own_mr != nullptr) ibv_dereg_mr(s.own_mr);
-      s.own_mr = nullptr;
-      fail(rc, "ibv_post_send");
-      return p::status::transient_transport_error;
-    }
-    activate(cid, cmd);
-    ++sends_outstanding_;
-    return p::status::success;
+    return post(pair);
   }
 
   uint16_t entries() const noexcept override { return usable_entries_ != 0 ? usable_entries_ : opts_.entries; }
@@ -355,16 +337,85 @@ class RdmaHostQueue final : public HostQueueBase<RdmaHostQueue, HostSlot> {
     return true;
   }
 
-  int post_send(uint16_t cid, uint8_t* capsule, uint32_t len) noexcept {
-    ibv_sge sge{reinterpret_cast<uintptr_t>(capsule), len, region_mr_->lkey};
-    ibv_send_wr wr{};
-    wr.wr_id = cid;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.opcode = IBV_WR_SEND;
-    wr.send_flags = IBV_SEND_SIGNALED;
+  // A command on its way to the QP: its slot and the bytes of its capsule (SQE + in-capsule data).
+  struct Send {
+    uint16_t cid;
+    uint32_t len;
+    HostCommand* cmd;
+  };
+
+  // Room for `cmd` (and `second`, a fused pair's other half): free CIDs, send queue space, transfer sizes.
+  p::Status admit(const HostCommand& cmd, const HostCommand* second) noexcept {
+    if (error_ != 0 || !connected_) return p::status::transient_transport_error;
+    const unsigned need = second != nullptr ? 2 : 1;
+    if (free_cids_.size() < need) return p::status::command_interrupted;
+    if (sends_outstanding_ + need > sq_depth_) {
+      reap();
+      if (error_ != 0) return p::status::transient_transport_error;
+      if (sends_outstanding_ + need > sq_depth_) return p::status::command_interrupted;
+    }
+    for (const HostCommand* c : {&cmd, second}) {
+      if (c != nullptr && moves_data(*c) && c->data.size() > max_transfer()) return p::status::data_sgl_length_invalid;
+    }
+    return p::status::success;
+  }
+
+  uint8_t* capsule_of(uint16_t cid) const noexcept { return region_ + std::size_t{cid} * capsule_size_; }
+
+  // The capsule of the command in prepare_slot()'s slot: data in it, or a keyed SGL (false: the buffer
+  // cannot be registered).
+  bool build_capsule(Send& out) noexcept {
+    HostCommand& cmd = *out.cmd;
+    uint8_t* capsule = capsule_of(out.cid);
+    const std::size_t len = cmd.data.size();
+    out.len = kSqeSize;
+    if (fits_in_capsule(cmd)) {
+      cmd.sqe.hdr.dptr = p::make_in_capsule_sgl(0, static_cast<uint32_t>(len));
+      std::memcpy(capsule + kSqeSize, cmd.data.data(), len);
+      out.len += static_cast<uint32_t>(len);
+    } else if (moves_data(cmd)) {
+      uint32_t rkey = 0;
+      if (!data_rkey(cmd, slots_[out.cid], rkey)) return false;
+      cmd.sqe.hdr.dptr = p::make_keyed_sgl(reinterpret_cast<uintptr_t>(cmd.data.data()), static_cast<uint32_t>(len),
+                                           rkey, false);
+    } else {
+      cmd.sqe.hdr.dptr = p::make_keyed_sgl(0, 0, 0, false);  // no data: a null keyed descriptor
+    }
+    std::memcpy(capsule, &cmd.sqe, kSqeSize);
+    return true;
+  }
+
+  void drop_own_mr(HostSlot& s) noexcept {
+    if (s.own_mr != nullptr) ibv_dereg_mr(s.own_mr);
+    s.own_mr = nullptr;
+  }
+
+  // One ibv_post_send for all of `sends` (one command, or a fused pair chained: one unit), then they are
+  // outstanding. A failed post fails the queue.
+  template <std::size_t N>
+  p::Status post(std::array<Send, N>& sends) noexcept {
+    std::array<ibv_sge, N> sge{};
+    std::array<ibv_send_wr, N> wr{};
+    for (std::size_t i = 0; i < N; ++i) {
+      sge[i] = ibv_sge{reinterpret_cast<uintptr_t>(capsule_of(sends[i].cid)), sends[i].len, region_mr_->lkey};
+      wr[i].wr_id = sends[i].cid;
+      wr[i].sg_list = &sge[i];
+      wr[i].num_sge = 1;
+      wr[i].opcode = IBV_WR_SEND;
+      wr[i].send_flags = IBV_SEND_SIGNALED;
+      wr[i].next = i + 1 < N ? &wr[i + 1] : nullptr;
+    }
     ibv_send_wr* bad = nullptr;
-    return ibv_post_send(qp_, &wr, &bad);
+    if (int rc = ibv_post_send(qp_, wr.data(), &bad); rc != 0) {
+      for (Send& s : sends) drop_own_mr(slots_[s.cid]);
+      fail(rc, "ibv_post_send");
+      return p::status::transient_transport_error;
+    }
+    for (Send& s : sends) {
+      activate(s.cid, *s.cmd);
+      ++sends_outstanding_;
+    }
+    return p::status::success;
   }
 
   uint8_t* cqe_buffer(uint16_t index) const noexcept {
@@ -504,10 +555,7 @@ class RdmaHostQueue final : public HostQueueBase<RdmaHostQueue, HostSlot> {
     return cqe;
   }
 
-  void release_slot(uint16_t /*cid*/, HostSlot& s) noexcept {
-    if (s.own_mr != nullptr) ibv_dereg_mr(s.own_mr);
-    s.own_mr = nullptr;
-  }
+  void release_slot(uint16_t /*cid*/, HostSlot& s) noexcept { drop_own_mr(s); }
 
   rdma_event_channel* ch_ = nullptr;
   rdma_cm_id* id_ = nullptr;

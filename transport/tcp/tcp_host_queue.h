@@ -67,15 +67,19 @@ class TcpHostQueue final : public HostQueueBase<TcpHostQueue, HostSlot>, private
     if (free_cids_.empty()) return p::status::command_interrupted;  // queue full: retry after a completion
     const std::size_t len = cmd.data.size();
     if (len > UINT32_MAX) return p::status::data_sgl_length_invalid;
-    const uint16_t cid = prepare_slot(cmd);
-    HostSlot& s = activate(cid, cmd);
-    if (fits_in_capsule(cmd)) {
-      cmd.sqe.hdr.dptr = p::make_in_capsule_sgl(0, static_cast<uint32_t>(len));
-      s.in_capsule = true;
-    } else {
-      cmd.sqe.hdr.dptr = p::make_transport_sgl(moves_data(cmd) ? static_cast<uint32_t>(len) : 0);
-    }
-    queue_tx(cid, HTx::capsule);
+    enqueue(prepare_slot(cmd), cmd);
+    return p::status::success;
+  }
+
+  // Both capsules go into the send FIFO one after the other, so they leave in that order with no other
+  // capsule between them (H2CData PDUs, which are no submission entries, may follow either later).
+  p::Status submit_fused(HostCommand& first, HostCommand& second) noexcept override {
+    if (error_ != 0 || fd_ < 0) return p::status::transient_transport_error;
+    if (free_cids_.size() < 2) return p::status::command_interrupted;
+    if (first.data.size() > UINT32_MAX || second.data.size() > UINT32_MAX) return p::status::data_sgl_length_invalid;
+    const auto [c1, c2] = prepare_pair(first, second);
+    enqueue(c1, first);
+    enqueue(c2, second);
     return p::status::success;
   }
 
@@ -97,6 +101,19 @@ class TcpHostQueue final : public HostQueueBase<TcpHostQueue, HostSlot>, private
   int wait(Clock::time_point deadline) noexcept;
 
   // ---- send -----------------------------------------------------------------------------------------
+
+  // The command in prepare_slot()'s slot `cid`: its data descriptor, then its capsule at the FIFO's end.
+  void enqueue(uint16_t cid, HostCommand& cmd) noexcept {
+    HostSlot& s = activate(cid, cmd);
+    const auto len = static_cast<uint32_t>(cmd.data.size());
+    if (fits_in_capsule(cmd)) {
+      cmd.sqe.hdr.dptr = p::make_in_capsule_sgl(0, len);
+      s.in_capsule = true;
+    } else {
+      cmd.sqe.hdr.dptr = p::make_transport_sgl(moves_data(cmd) ? len : 0);
+    }
+    queue_tx(cid, HTx::capsule);
+  }
 
   void queue_tx(uint16_t cid, HTx kind) noexcept {
     HostSlot& s = slots_[cid];
