@@ -40,8 +40,9 @@ struct Namespace {
   std::atomic<uint32_t> ana_group{kDefaultAnaGroup};
   // Range locks over its blocks (fused Compare and Write), shared with the namespace a resize makes of it.
   std::shared_ptr<RangeLocks> range_locks = std::make_shared<RangeLocks>();
-  // Its persistent reservations (never null), shared likewise.
-  std::shared_ptr<reservations::NamespaceReservations> reservations;
+  // Its persistent reservations (never null; open_namespace gives it its store), shared likewise.
+  std::shared_ptr<reservations::NamespaceReservations> reservations =
+      std::make_shared<reservations::NamespaceReservations>(nullptr, "namespace");
 
   bool volatile_cache() const noexcept { return geometry.caps.volatile_write_cache; }
   // True when the same config would produce the same namespace (reload keeps the namespace as it is).

@@ -259,6 +259,8 @@ const tg::TargetConfig& config() {
     c.limits.max_io_queues = 4;
     c.limits.max_io_size = 1 << 20;
     c.limits.io_inline_data = 16384;
+    // No PTPL: a Register with CPTPL set gets Invalid Field instead of writing state files per input.
+    c.state_dir.clear();
     return c;
   }();
   return c;
