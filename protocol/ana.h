@@ -2,15 +2,10 @@
 // the path-related statuses an I/O command gets on a path that cannot serve it, and the ANA Change notice.
 #pragma once
 
-#include <array>
-#include <cstddef>
-#include <cstdint>
-#include <span>
-#include <type_traits>
 #include <vector>
 
+#include "protocol/wire.h"
 #include "protocol/completion.h"
-#include "protocol/endian.h"
 #include "protocol/status.h"
 
 namespace rdmablk::protocol {
@@ -59,8 +54,8 @@ static_assert(offsetof(AnaGroupDescriptor, nnsids) == 4);
 static_assert(offsetof(AnaGroupDescriptor, chgcnt) == 8);
 static_assert(offsetof(AnaGroupDescriptor, anas) == 16);
 static_assert(offsetof(AnaGroupDescriptor, rsvd17) == 17);
-static_assert(std::is_trivially_copyable_v<AnaLogHeader> && std::is_standard_layout_v<AnaLogHeader>);
-static_assert(std::is_trivially_copyable_v<AnaGroupDescriptor> && std::is_standard_layout_v<AnaGroupDescriptor>);
+static_assert(WireLayout<AnaLogHeader>);
+static_assert(WireLayout<AnaGroupDescriptor>);
 
 // One group as the log page reports it.
 struct AnaGroupEntry {

@@ -16,15 +16,9 @@
 // into the caller's buffer: it is valid as long as that buffer is.
 #pragma once
 
-#include <array>
-#include <cstddef>
-#include <cstdint>
-#include <span>
-#include <type_traits>
-
 #include <tl/expected.hpp>
 
-#include "protocol/endian.h"
+#include "protocol/wire.h"
 #include "protocol/result.h"
 #include "protocol/sgl.h"
 

@@ -6,13 +6,7 @@
 // reached through masks and accessors, never C bitfields.
 #pragma once
 
-#include <array>
-#include <bit>
-#include <cstddef>
-#include <cstdint>
-#include <type_traits>
-
-#include "protocol/endian.h"
+#include "protocol/wire.h"
 #include "protocol/sgl.h"
 
 namespace rdmablk::protocol {
@@ -142,7 +136,7 @@ static_assert(offsetof(Sqe, cdw12) == 48);
 static_assert(offsetof(Sqe, cdw13) == 52);
 static_assert(offsetof(Sqe, cdw14) == 56);
 static_assert(offsetof(Sqe, cdw15) == 60);
-static_assert(std::is_trivially_copyable_v<Sqe> && std::is_standard_layout_v<Sqe>);
+static_assert(WireLayout<Sqe>);
 
 // Typed layouts convert to and from an Sqe bit for bit.
 template <typename T>
@@ -543,14 +537,14 @@ static_assert(offsetof(AbortCommand, hdr) == 0);
 static_assert(offsetof(AbortCommand, cdw10) == 40);
 static_assert(offsetof(AbortCommand, rsvd11) == 44);
 
-static_assert(std::is_trivially_copyable_v<ReadWriteCommand> && std::is_standard_layout_v<ReadWriteCommand>);
-static_assert(std::is_trivially_copyable_v<WriteZeroesCommand> && std::is_standard_layout_v<WriteZeroesCommand>);
-static_assert(std::is_trivially_copyable_v<DsmCommand> && std::is_standard_layout_v<DsmCommand>);
-static_assert(std::is_trivially_copyable_v<DsmRange> && std::is_standard_layout_v<DsmRange>);
-static_assert(std::is_trivially_copyable_v<IdentifyCommand> && std::is_standard_layout_v<IdentifyCommand>);
-static_assert(std::is_trivially_copyable_v<GetLogPageCommand> && std::is_standard_layout_v<GetLogPageCommand>);
-static_assert(std::is_trivially_copyable_v<FeaturesCommand> && std::is_standard_layout_v<FeaturesCommand>);
-static_assert(std::is_trivially_copyable_v<AbortCommand> && std::is_standard_layout_v<AbortCommand>);
+static_assert(WireLayout<ReadWriteCommand>);
+static_assert(WireLayout<WriteZeroesCommand>);
+static_assert(WireLayout<DsmCommand>);
+static_assert(WireLayout<DsmRange>);
+static_assert(WireLayout<IdentifyCommand>);
+static_assert(WireLayout<GetLogPageCommand>);
+static_assert(WireLayout<FeaturesCommand>);
+static_assert(WireLayout<AbortCommand>);
 
 // ---------------------------------------------------------------------------------------------------------
 // Builders (host side and tests). All set PSDT = 01b (SGL) and leave DPTR for the caller unless given.

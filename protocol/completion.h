@@ -2,11 +2,7 @@
 // whole response capsule (IORCSZ = 1).
 #pragma once
 
-#include <cstddef>
-#include <cstdint>
-#include <type_traits>
-
-#include "protocol/endian.h"
+#include "protocol/wire.h"
 #include "protocol/status.h"
 
 namespace rdmablk::protocol {
@@ -36,7 +32,7 @@ static_assert(offsetof(Cqe, sqhd) == 8);
 static_assert(offsetof(Cqe, sqid) == 10);
 static_assert(offsetof(Cqe, cid) == 12);
 static_assert(offsetof(Cqe, status) == 14);
-static_assert(std::is_trivially_copyable_v<Cqe> && std::is_standard_layout_v<Cqe>);
+static_assert(WireLayout<Cqe>);
 
 constexpr Cqe make_cqe(uint16_t cid, uint16_t sqid, uint16_t sqhd, Status s, uint32_t dw0 = 0,
                        bool phase = false) noexcept {

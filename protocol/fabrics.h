@@ -5,14 +5,9 @@
 // NSID). Connect carries a 1024-byte data block (ConnectData) through its SGL.
 #pragma once
 
-#include <array>
-#include <cstddef>
-#include <cstdint>
-#include <span>
 #include <string_view>
-#include <type_traits>
 
-#include "protocol/endian.h"
+#include "protocol/wire.h"
 #include "protocol/result.h"
 #include "protocol/sgl.h"
 
@@ -181,12 +176,12 @@ static_assert(offsetof(DisconnectCommand, rsvd24) == 24);
 static_assert(offsetof(DisconnectCommand, recfmt) == 40);
 static_assert(offsetof(DisconnectCommand, rsvd42) == 42);
 
-static_assert(std::is_trivially_copyable_v<FabricsCommand> && std::is_standard_layout_v<FabricsCommand>);
-static_assert(std::is_trivially_copyable_v<ConnectCommand> && std::is_standard_layout_v<ConnectCommand>);
-static_assert(std::is_trivially_copyable_v<ConnectData> && std::is_standard_layout_v<ConnectData>);
-static_assert(std::is_trivially_copyable_v<PropertySetCommand> && std::is_standard_layout_v<PropertySetCommand>);
-static_assert(std::is_trivially_copyable_v<PropertyGetCommand> && std::is_standard_layout_v<PropertyGetCommand>);
-static_assert(std::is_trivially_copyable_v<DisconnectCommand> && std::is_standard_layout_v<DisconnectCommand>);
+static_assert(WireLayout<FabricsCommand>);
+static_assert(WireLayout<ConnectCommand>);
+static_assert(WireLayout<ConnectData>);
+static_assert(WireLayout<PropertySetCommand>);
+static_assert(WireLayout<PropertyGetCommand>);
+static_assert(WireLayout<DisconnectCommand>);
 
 // Builders (PSDT = SGL). `sqsize0` is 0-based as on the wire.
 ConnectCommand make_connect(uint16_t cid, uint16_t qid, uint16_t sqsize0, uint32_t kato_ms, uint8_t cattr,

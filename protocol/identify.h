@@ -1,14 +1,9 @@
 // Identify data structures (NVMe Base 2.0, 5.17.2; NVM Command Set 1.0, 4.1.5). All are 4096 bytes.
 #pragma once
 
-#include <array>
-#include <cstddef>
-#include <cstdint>
 #include <optional>
-#include <span>
-#include <type_traits>
 
-#include "protocol/endian.h"
+#include "protocol/wire.h"
 #include "protocol/le128.h"
 #include "protocol/result.h"
 
@@ -338,7 +333,7 @@ static_assert(offsetof(IdentifyController, dctype) == 1806);
 static_assert(offsetof(IdentifyController, rsvd1807) == 1807);
 static_assert(offsetof(IdentifyController, psd) == 2048);
 static_assert(offsetof(IdentifyController, vs) == 3072);
-static_assert(std::is_trivially_copyable_v<IdentifyController> && std::is_standard_layout_v<IdentifyController>);
+static_assert(WireLayout<IdentifyController>);
 
 // ---------------------------------------------------------------------------------------------------------
 // Identify Namespace (CNS 0x00), NVM Command Set 1.0 Figure 97
@@ -461,7 +456,7 @@ static_assert(offsetof(IdentifyNamespace, eui64) == 120);
 static_assert(offsetof(IdentifyNamespace, lbaf) == 128);
 static_assert(offsetof(IdentifyNamespace, rsvd384) == 384);
 static_assert(offsetof(IdentifyNamespace, vs) == 3712);
-static_assert(std::is_trivially_copyable_v<IdentifyNamespace> && std::is_standard_layout_v<IdentifyNamespace>);
+static_assert(WireLayout<IdentifyNamespace>);
 
 // ---------------------------------------------------------------------------------------------------------
 // Active Namespace ID list (CNS 0x02) and Namespace Identification Descriptor list (CNS 0x03)

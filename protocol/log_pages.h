@@ -1,12 +1,7 @@
 // Log pages (NVMe Base 2.0, 5.16.1) and the discovery log page (NVMe over Fabrics 1.1, 5.3 / Base 2.0 5.16.1.23).
 #pragma once
 
-#include <array>
-#include <cstddef>
-#include <cstdint>
-#include <type_traits>
-
-#include "protocol/endian.h"
+#include "protocol/wire.h"
 #include "protocol/le128.h"
 
 namespace rdmablk::protocol {
@@ -299,13 +294,13 @@ inline void set_tcp_secure_channel(DiscoveryLogEntry& e, TcpSecureChannel c) noe
   e.set_tsas(tcp_secure_channel_tsas(c));
 }
 
-static_assert(std::is_trivially_copyable_v<ErrorLogEntry> && std::is_standard_layout_v<ErrorLogEntry>);
-static_assert(std::is_trivially_copyable_v<SmartLog> && std::is_standard_layout_v<SmartLog>);
-static_assert(std::is_trivially_copyable_v<FirmwareSlotLog> && std::is_standard_layout_v<FirmwareSlotLog>);
-static_assert(std::is_trivially_copyable_v<ChangedNamespaceList> && std::is_standard_layout_v<ChangedNamespaceList>);
-static_assert(std::is_trivially_copyable_v<CommandEffectsLog> && std::is_standard_layout_v<CommandEffectsLog>);
-static_assert(std::is_trivially_copyable_v<DiscoveryLogHeader> && std::is_standard_layout_v<DiscoveryLogHeader>);
-static_assert(std::is_trivially_copyable_v<DiscoveryLogEntry> && std::is_standard_layout_v<DiscoveryLogEntry>);
+static_assert(WireLayout<ErrorLogEntry>);
+static_assert(WireLayout<SmartLog>);
+static_assert(WireLayout<FirmwareSlotLog>);
+static_assert(WireLayout<ChangedNamespaceList>);
+static_assert(WireLayout<CommandEffectsLog>);
+static_assert(WireLayout<DiscoveryLogHeader>);
+static_assert(WireLayout<DiscoveryLogEntry>);
 static_assert(std::is_trivially_copyable_v<RdmaTsas> && std::is_trivially_copyable_v<TcpTsas>);
 
 }  // namespace rdmablk::protocol

@@ -11,14 +11,9 @@
 // host leaves it 0. Nothing in the connect path depends on it, so the decoder reports it and checks nothing.
 #pragma once
 
-#include <array>
-#include <cstddef>
-#include <cstdint>
-#include <type_traits>
-
 #include <tl/expected.hpp>
 
-#include "protocol/endian.h"
+#include "protocol/wire.h"
 #include "protocol/result.h"
 
 namespace rdmablk::protocol::rdma_cm {

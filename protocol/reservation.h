@@ -4,12 +4,8 @@
 // Wire layouts only; the rules live in target/reservations/.
 #pragma once
 
-#include <array>
-#include <cstddef>
-#include <cstdint>
-
+#include "protocol/wire.h"
 #include "protocol/command.h"
-#include "protocol/endian.h"
 
 namespace rdmablk::protocol {
 

@@ -9,14 +9,7 @@
 //   0x5A  Transport Data Block, Transport    NVMe/TCP: data moves by R2T/H2CData/C2HData, address 0
 #pragma once
 
-#include <array>
-#include <bit>
-#include <cstddef>
-#include <cstdint>
-#include <span>
-#include <type_traits>
-
-#include "protocol/endian.h"
+#include "protocol/wire.h"
 #include "protocol/result.h"
 
 namespace rdmablk::protocol {
@@ -94,9 +87,9 @@ static_assert(offsetof(SglKeyedDataBlock, length) == 8);
 static_assert(offsetof(SglKeyedDataBlock, key) == 11);
 static_assert(offsetof(SglKeyedDataBlock, identifier) == 15);
 
-static_assert(std::is_trivially_copyable_v<SglDescriptor> && std::is_standard_layout_v<SglDescriptor>);
-static_assert(std::is_trivially_copyable_v<SglDataBlock> && std::is_standard_layout_v<SglDataBlock>);
-static_assert(std::is_trivially_copyable_v<SglKeyedDataBlock> && std::is_standard_layout_v<SglKeyedDataBlock>);
+static_assert(WireLayout<SglDescriptor>);
+static_assert(WireLayout<SglDataBlock>);
+static_assert(WireLayout<SglKeyedDataBlock>);
 
 // Builders (host side, and tests).
 SglDescriptor make_in_capsule_sgl(uint32_t offset, uint32_t length) noexcept;  // 0x01

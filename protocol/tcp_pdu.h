@@ -19,13 +19,7 @@
 
 #include <sys/uio.h>
 
-#include <array>
-#include <cstddef>
-#include <cstdint>
-#include <span>
-#include <type_traits>
-
-#include "protocol/endian.h"
+#include "protocol/wire.h"
 #include "protocol/result.h"
 
 namespace rdmablk::protocol::tcp {
