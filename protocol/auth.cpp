@@ -69,6 +69,15 @@ void copy_to(std::span<uint8_t> out, std::size_t at, std::span<const uint8_t> by
   if (!bytes.empty()) std::memcpy(out.data() + at, bytes.data(), bytes.size());
 }
 
+// The six bytes every encoded message starts with.
+constexpr MessageHeader message_header(AuthType type, MessageId id, uint16_t t_id) noexcept {
+  MessageHeader h{};
+  h.auth_type = static_cast<uint8_t>(type);
+  h.auth_id = static_cast<uint8_t>(id);
+  h.t_id.set(t_id);
+  return h;
+}
+
 }  // namespace
 
 AuthenticationSendCommand make_authentication_send(uint16_t cid, uint32_t tl, const SglDescriptor& dptr) noexcept {
@@ -117,7 +126,7 @@ AuthResult<Negotiate> decode_negotiate(std::span<const uint8_t> in) noexcept {
   auto h = load_fixed<NegotiateHeader>(in, AuthType::common, MessageId::negotiate);
   if (!h) return tl::unexpected(h.error());
   Negotiate out;
-  out.t_id = h->t_id.get();
+  out.t_id = h->hdr.t_id.get();
   out.sc_c = static_cast<SecureChannel>(h->sc_c);
   out.napd = h->napd;
   if (h->napd == 0) {
@@ -179,7 +188,7 @@ AuthResult<Challenge> decode_challenge(std::span<const uint8_t> in) noexcept {
                        "challenge or DH value runs past the data");
   }
   Challenge out;
-  out.t_id = h->t_id.get();
+  out.t_id = h->hdr.t_id.get();
   out.hash = hash;
   out.dh_group = group;
   out.seqnum = h->seqnum.get();
@@ -207,7 +216,7 @@ AuthResult<Reply> decode_reply(std::span<const uint8_t> in) noexcept {
                        "response, challenge or DH value runs past the data");
   }
   Reply out;
-  out.t_id = h->t_id.get();
+  out.t_id = h->hdr.t_id.get();
   out.hl = h->hl;
   out.cvalid = h->cvalid == 1;
   out.seqnum = h->seqnum.get();
@@ -228,7 +237,7 @@ AuthResult<Success1> decode_success1(std::span<const uint8_t> in) noexcept {
                        "RVALID is not 0 or 1");
   }
   Success1 out;
-  out.t_id = h->t_id.get();
+  out.t_id = h->hdr.t_id.get();
   out.hl = h->hl;
   out.rvalid = h->rvalid == 1;
   if (out.rvalid) {
@@ -243,7 +252,7 @@ AuthResult<Success1> decode_success1(std::span<const uint8_t> in) noexcept {
 AuthResult<Success2> decode_success2(std::span<const uint8_t> in) noexcept {
   auto h = load_fixed<Success2Message>(in, AuthType::dhchap, MessageId::success2);
   if (!h) return tl::unexpected(h.error());
-  return Success2{h->t_id.get()};
+  return Success2{h->hdr.t_id.get()};
 }
 
 AuthResult<Failure> decode_failure(std::span<const uint8_t> in) noexcept {
@@ -260,7 +269,7 @@ AuthResult<Failure> decode_failure(std::span<const uint8_t> in) noexcept {
     return auth_reject(FailureExplanation::incorrect_payload, u32(in.size()), "message shorter than its fixed part");
   }
   const auto m = load<FailureMessage>(in.data());
-  return Failure{static_cast<MessageId>(m.auth_id), m.t_id.get(), m.rescode, m.rescode_exp};
+  return Failure{static_cast<MessageId>(m.hdr.auth_id), m.hdr.t_id.get(), m.rescode, m.rescode_exp};
 }
 
 AuthResult<HashId> select_hash(const Negotiate& negotiate, std::span<const HashId> preference) noexcept {
@@ -290,9 +299,7 @@ AuthResult<std::size_t> encode_negotiate(std::span<uint8_t> out, uint16_t t_id, 
   const std::size_t size = negotiate_size(1);
   if (out.size() < size) return too_small();
   NegotiateHeader h{};
-  h.auth_type = static_cast<uint8_t>(AuthType::common);
-  h.auth_id = static_cast<uint8_t>(MessageId::negotiate);
-  h.t_id.set(t_id);
+  h.hdr = message_header(AuthType::common, MessageId::negotiate, t_id);
   h.sc_c = static_cast<uint8_t>(sc_c);
   h.napd = 1;
   ProtocolDescriptor d{};
@@ -323,9 +330,7 @@ AuthResult<std::size_t> encode_challenge(std::span<uint8_t> out, uint16_t t_id, 
   const std::size_t size = challenge_size(hl, dh_value.size());
   if (out.size() < size) return too_small();
   ChallengeHeader h{};
-  h.auth_type = static_cast<uint8_t>(AuthType::dhchap);
-  h.auth_id = static_cast<uint8_t>(MessageId::challenge);
-  h.t_id.set(t_id);
+  h.hdr = message_header(AuthType::dhchap, MessageId::challenge, t_id);
   h.hl = static_cast<uint8_t>(hl);
   h.hashid = static_cast<uint8_t>(hash);
   h.dhgid = static_cast<uint8_t>(dh_group);
@@ -353,9 +358,7 @@ AuthResult<std::size_t> encode_reply(std::span<uint8_t> out, uint16_t t_id, std:
   const std::size_t size = reply_size(hl, dh_value.size());
   if (out.size() < size) return too_small();
   ReplyHeader h{};
-  h.auth_type = static_cast<uint8_t>(AuthType::dhchap);
-  h.auth_id = static_cast<uint8_t>(MessageId::reply);
-  h.t_id.set(t_id);
+  h.hdr = message_header(AuthType::dhchap, MessageId::reply, t_id);
   h.hl = static_cast<uint8_t>(hl);
   h.cvalid = cvalid ? 1 : 0;
   h.dhvlen.set(static_cast<uint16_t>(dh_value.size()));
@@ -377,9 +380,7 @@ AuthResult<std::size_t> encode_success1(std::span<uint8_t> out, uint16_t t_id, u
   const std::size_t size = success1_size(hl);
   if (out.size() < size) return too_small();
   Success1Header h{};
-  h.auth_type = static_cast<uint8_t>(AuthType::dhchap);
-  h.auth_id = static_cast<uint8_t>(MessageId::success1);
-  h.t_id.set(t_id);
+  h.hdr = message_header(AuthType::dhchap, MessageId::success1, t_id);
   h.hl = hl;
   h.rvalid = response.empty() ? 0 : 1;
   store(out.data(), h);
@@ -391,9 +392,7 @@ AuthResult<std::size_t> encode_success1(std::span<uint8_t> out, uint16_t t_id, u
 AuthResult<std::size_t> encode_success2(std::span<uint8_t> out, uint16_t t_id) noexcept {
   if (out.size() < sizeof(Success2Message)) return too_small();
   Success2Message m{};
-  m.auth_type = static_cast<uint8_t>(AuthType::dhchap);
-  m.auth_id = static_cast<uint8_t>(MessageId::success2);
-  m.t_id.set(t_id);
+  m.hdr = message_header(AuthType::dhchap, MessageId::success2, t_id);
   store(out.data(), m);
   return sizeof(m);
 }
@@ -405,9 +404,7 @@ AuthResult<std::size_t> encode_failure(std::span<uint8_t> out, MessageId auth_id
   }
   if (out.size() < sizeof(FailureMessage)) return too_small();
   FailureMessage m{};
-  m.auth_type = static_cast<uint8_t>(AuthType::common);
-  m.auth_id = static_cast<uint8_t>(auth_id);
-  m.t_id.set(t_id);
+  m.hdr = message_header(AuthType::common, auth_id, t_id);
   m.rescode = kFailureReasonFailed;
   m.rescode_exp = static_cast<uint8_t>(explanation);
   store(out.data(), m);

@@ -216,18 +216,12 @@ static_assert(offsetof(MessageHeader, t_id) == 4);
 
 // AUTH_Negotiate (nvmf_auth_dhchap_negotiate_data), followed by NAPD protocol descriptors.
 struct NegotiateHeader {
-  uint8_t auth_type;  // 0 00h common
-  uint8_t auth_id;    // 1 00h negotiate
-  le16 rsvd2;         // 2
-  le16 t_id;          // 4 transaction identifier
+  MessageHeader hdr;  // 0 AUTH_TYPE, AUTH_ID (00h negotiate), T_ID
   uint8_t sc_c;       // 6 secure channel concatenation (SecureChannel)
   uint8_t napd;       // 7 number of authentication protocol descriptors
 };
 static_assert(sizeof(NegotiateHeader) == 8);
-static_assert(offsetof(NegotiateHeader, auth_type) == 0);
-static_assert(offsetof(NegotiateHeader, auth_id) == 1);
-static_assert(offsetof(NegotiateHeader, rsvd2) == 2);
-static_assert(offsetof(NegotiateHeader, t_id) == 4);
+static_assert(offsetof(NegotiateHeader, hdr) == 0);
 static_assert(offsetof(NegotiateHeader, sc_c) == 6);
 static_assert(offsetof(NegotiateHeader, napd) == 7);
 
@@ -254,10 +248,7 @@ static_assert(offsetof(ProtocolDescriptor, dh_group_ids) == 34);
 // DH-HMAC-CHAP_Challenge (nvmf_auth_dhchap_challenge_data), followed by HL bytes of challenge value C1 and
 // DHVLEN bytes of DH value.
 struct ChallengeHeader {
-  uint8_t auth_type;  // 0  01h DH-HMAC-CHAP
-  uint8_t auth_id;    // 1  01h challenge
-  le16 rsvd2;         // 2
-  le16 t_id;          // 4  transaction identifier
+  MessageHeader hdr;  // 0  AUTH_TYPE, AUTH_ID (01h challenge), T_ID
   uint8_t hl;         // 6  hash length
   uint8_t rsvd7;      // 7
   uint8_t hashid;     // 8  chosen hash function
@@ -266,10 +257,7 @@ struct ChallengeHeader {
   le32 seqnum;        // 12 sequence number S1
 };
 static_assert(sizeof(ChallengeHeader) == 16);
-static_assert(offsetof(ChallengeHeader, auth_type) == 0);
-static_assert(offsetof(ChallengeHeader, auth_id) == 1);
-static_assert(offsetof(ChallengeHeader, rsvd2) == 2);
-static_assert(offsetof(ChallengeHeader, t_id) == 4);
+static_assert(offsetof(ChallengeHeader, hdr) == 0);
 static_assert(offsetof(ChallengeHeader, hl) == 6);
 static_assert(offsetof(ChallengeHeader, rsvd7) == 7);
 static_assert(offsetof(ChallengeHeader, hashid) == 8);
@@ -280,10 +268,7 @@ static_assert(offsetof(ChallengeHeader, seqnum) == 12);
 // DH-HMAC-CHAP_Reply (nvmf_auth_dhchap_reply_data), followed by HL bytes of response R1, HL bytes of
 // challenge C2 (meaningful when CVALID) and DHVLEN bytes of DH value.
 struct ReplyHeader {
-  uint8_t auth_type;  // 0  01h DH-HMAC-CHAP
-  uint8_t auth_id;    // 1  02h reply
-  le16 rsvd2;         // 2
-  le16 t_id;          // 4  transaction identifier
+  MessageHeader hdr;  // 0  AUTH_TYPE, AUTH_ID (02h reply), T_ID
   uint8_t hl;         // 6  hash length
   uint8_t rsvd7;      // 7
   uint8_t cvalid;     // 8  bit 0: C2 valid (the host wants the controller authenticated)
@@ -292,10 +277,7 @@ struct ReplyHeader {
   le32 seqnum;        // 12 sequence number S2
 };
 static_assert(sizeof(ReplyHeader) == 16);
-static_assert(offsetof(ReplyHeader, auth_type) == 0);
-static_assert(offsetof(ReplyHeader, auth_id) == 1);
-static_assert(offsetof(ReplyHeader, rsvd2) == 2);
-static_assert(offsetof(ReplyHeader, t_id) == 4);
+static_assert(offsetof(ReplyHeader, hdr) == 0);
 static_assert(offsetof(ReplyHeader, hl) == 6);
 static_assert(offsetof(ReplyHeader, rsvd7) == 7);
 static_assert(offsetof(ReplyHeader, cvalid) == 8);
@@ -305,20 +287,14 @@ static_assert(offsetof(ReplyHeader, seqnum) == 12);
 
 // DH-HMAC-CHAP_Success1 (nvmf_auth_dhchap_success1_data), followed by HL bytes of response R2.
 struct Success1Header {
-  uint8_t auth_type;              // 0 01h DH-HMAC-CHAP
-  uint8_t auth_id;                // 1 03h success1
-  le16 rsvd2;                     // 2
-  le16 t_id;                      // 4 transaction identifier
+  MessageHeader hdr;  // 0 AUTH_TYPE, AUTH_ID (03h success1), T_ID
   uint8_t hl;                     // 6 hash length
   uint8_t rsvd7;                  // 7
   uint8_t rvalid;                 // 8 bit 0: R2 valid
   std::array<uint8_t, 7> rsvd9;   // 9
 };
 static_assert(sizeof(Success1Header) == 16);
-static_assert(offsetof(Success1Header, auth_type) == 0);
-static_assert(offsetof(Success1Header, auth_id) == 1);
-static_assert(offsetof(Success1Header, rsvd2) == 2);
-static_assert(offsetof(Success1Header, t_id) == 4);
+static_assert(offsetof(Success1Header, hdr) == 0);
 static_assert(offsetof(Success1Header, hl) == 6);
 static_assert(offsetof(Success1Header, rsvd7) == 7);
 static_assert(offsetof(Success1Header, rvalid) == 8);
@@ -326,40 +302,28 @@ static_assert(offsetof(Success1Header, rsvd9) == 9);
 
 // DH-HMAC-CHAP_Success2 (nvmf_auth_dhchap_success2_data).
 struct Success2Message {
-  uint8_t auth_type;              // 0 01h DH-HMAC-CHAP
-  uint8_t auth_id;                // 1 04h success2
-  le16 rsvd2;                     // 2
-  le16 t_id;                      // 4 transaction identifier
+  MessageHeader hdr;  // 0 AUTH_TYPE, AUTH_ID (04h success2), T_ID
   std::array<uint8_t, 10> rsvd6;  // 6
 };
 static_assert(sizeof(Success2Message) == 16);
-static_assert(offsetof(Success2Message, auth_type) == 0);
-static_assert(offsetof(Success2Message, auth_id) == 1);
-static_assert(offsetof(Success2Message, rsvd2) == 2);
-static_assert(offsetof(Success2Message, t_id) == 4);
+static_assert(offsetof(Success2Message, hdr) == 0);
 static_assert(offsetof(Success2Message, rsvd6) == 6);
 
 // AUTH_Failure1 / AUTH_Failure2 (nvmf_auth_dhchap_failure_data).
 struct FailureMessage {
-  uint8_t auth_type;    // 0 00h common
-  uint8_t auth_id;      // 1 F1h failure1 / F0h failure2
-  le16 rsvd2;           // 2
-  le16 t_id;            // 4 transaction identifier
+  MessageHeader hdr;  // 0 AUTH_TYPE, AUTH_ID (F1h failure1 / F0h failure2), T_ID
   uint8_t rescode;      // 6 reason code: 01h
   uint8_t rescode_exp;  // 7 reason code explanation (FailureExplanation)
 };
 static_assert(sizeof(FailureMessage) == 8);
-static_assert(offsetof(FailureMessage, auth_type) == 0);
-static_assert(offsetof(FailureMessage, auth_id) == 1);
-static_assert(offsetof(FailureMessage, rsvd2) == 2);
-static_assert(offsetof(FailureMessage, t_id) == 4);
+static_assert(offsetof(FailureMessage, hdr) == 0);
 static_assert(offsetof(FailureMessage, rescode) == 6);
 static_assert(offsetof(FailureMessage, rescode_exp) == 7);
 
-static_assert(std::is_trivially_copyable_v<MessageHeader> && std::is_trivially_copyable_v<NegotiateHeader>);
-static_assert(std::is_trivially_copyable_v<ProtocolDescriptor> && std::is_trivially_copyable_v<ChallengeHeader>);
-static_assert(std::is_trivially_copyable_v<ReplyHeader> && std::is_trivially_copyable_v<Success1Header>);
-static_assert(std::is_trivially_copyable_v<Success2Message> && std::is_trivially_copyable_v<FailureMessage>);
+static_assert(WireLayout<MessageHeader> && WireLayout<NegotiateHeader>);
+static_assert(WireLayout<ProtocolDescriptor> && WireLayout<ChallengeHeader>);
+static_assert(WireLayout<ReplyHeader> && WireLayout<Success1Header>);
+static_assert(WireLayout<Success2Message> && WireLayout<FailureMessage>);
 
 // ---------------------------------------------------------------------------------------------------------
 // Errors
