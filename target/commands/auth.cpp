@@ -61,12 +61,7 @@ void TargetCore::auth_send(CoreQueue& q, TargetRequest& req) noexcept {
     finish(req, s);
     return;
   }
-  request_state(req).stage = Stage::auth_send;
-  if (req.data_in_capsule) {
-    auth_send_with_data(q, req);
-  } else {
-    req.queue->fetch_data(req);
-  }
+  if (data_in_capsule_or_fetch(req, Stage::auth_send)) auth_send_with_data(q, req);
 }
 
 template <typename Step>

@@ -60,12 +60,7 @@ void TargetCore::connect(CoreQueue& q, TargetRequest& req) noexcept {
     finish(req, s);
     return;
   }
-  request_state(req).stage = Stage::connect;
-  if (req.data_in_capsule) {
-    connect_with_data(q, req);
-  } else {
-    req.queue->fetch_data(req);
-  }
+  if (data_in_capsule_or_fetch(req, Stage::connect)) connect_with_data(q, req);
 }
 
 void TargetCore::connect_with_data(CoreQueue& q, TargetRequest& req) noexcept {

@@ -220,6 +220,14 @@ inline TargetRequest*& next_parked_of(TargetRequest& req) noexcept { return requ
 inline RequestState& reset_request_state(TargetRequest& req) noexcept {
   return *new (req.core.data()) RequestState{};
 }
+// A fabrics command with host data (Connect, Authentication Send) enters `stage`: true when the data came in
+// the capsule and the command goes on now; otherwise the queue fetches it and on_data_ready goes on.
+inline bool data_in_capsule_or_fetch(TargetRequest& req, Stage stage) noexcept {
+  request_state(req).stage = stage;
+  if (req.data_in_capsule) return true;
+  req.queue->fetch_data(req);
+  return false;
+}
 inline CoreQueue& core_queue(TargetRequest& req) noexcept { return *static_cast<CoreQueue*>(req.queue->core_queue); }
 
 // Authentication Required (SCT 1h, SC 91h, DNR): a command other than a fabrics one on a queue that has not
