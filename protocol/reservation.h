@@ -60,21 +60,24 @@ struct ReservationRegisterData {
 };
 static_assert(sizeof(ReservationRegisterData) == 16);
 
-// Reservation Acquire (11h), CDW10 (Base 2.0 Figure 559).
-enum class AcquireAction : uint8_t { acquire = 0, preempt = 1, preempt_and_abort = 2 };
-
-struct ReservationAcquireCommand {
+// Reservation Acquire and Release share their CDW10 layout; only the values of the action differ.
+template <typename Action>
+struct ReservationActionCommand {
   SqeHeader hdr;               // 0
-  le32 cdw10;                  // 40 RACQA 2:0, IEKEY 3, DISNSRS 4 (2.1), RTYPE 15:8
+  le32 cdw10;                  // 40 RACQA / RRELA 2:0, IEKEY 3, DISNSRS 4 (2.1), RTYPE 15:8
   std::array<le32, 5> rsvd11;  // 44
 
   constexpr uint8_t action() const noexcept { return static_cast<uint8_t>(cdw10.get() & 0x7); }
   constexpr bool ignore_existing_key() const noexcept { return (cdw10.get() >> 3 & 1) != 0; }
   constexpr uint8_t rtype() const noexcept { return static_cast<uint8_t>(cdw10.get() >> 8 & 0xFF); }
-  constexpr void set(AcquireAction a, ReservationType t, bool iekey = false) noexcept {
+  constexpr void set(Action a, ReservationType t, bool iekey = false) noexcept {
     cdw10.set(static_cast<uint32_t>(a) | (iekey ? 1u << 3 : 0u) | uint32_t{static_cast<uint8_t>(t)} << 8);
   }
 };
+
+// Reservation Acquire (11h), CDW10 (Base 2.0 Figure 559).
+enum class AcquireAction : uint8_t { acquire = 0, preempt = 1, preempt_and_abort = 2 };
+using ReservationAcquireCommand = ReservationActionCommand<AcquireAction>;
 static_assert(sizeof(ReservationAcquireCommand) == 64);
 
 // Its data: the current key and, for the preempt actions, the key to preempt.
@@ -86,19 +89,7 @@ static_assert(sizeof(ReservationAcquireData) == 16);
 
 // Reservation Release (15h), CDW10 (Base 2.0 Figure 570).
 enum class ReleaseAction : uint8_t { release = 0, clear = 1 };
-
-struct ReservationReleaseCommand {
-  SqeHeader hdr;               // 0
-  le32 cdw10;                  // 40 RRELA 2:0, IEKEY 3, DISNSRS 4 (2.1), RTYPE 15:8
-  std::array<le32, 5> rsvd11;  // 44
-
-  constexpr uint8_t action() const noexcept { return static_cast<uint8_t>(cdw10.get() & 0x7); }
-  constexpr bool ignore_existing_key() const noexcept { return (cdw10.get() >> 3 & 1) != 0; }
-  constexpr uint8_t rtype() const noexcept { return static_cast<uint8_t>(cdw10.get() >> 8 & 0xFF); }
-  constexpr void set(ReleaseAction a, ReservationType t, bool iekey = false) noexcept {
-    cdw10.set(static_cast<uint32_t>(a) | (iekey ? 1u << 3 : 0u) | uint32_t{static_cast<uint8_t>(t)} << 8);
-  }
-};
+using ReservationReleaseCommand = ReservationActionCommand<ReleaseAction>;
 static_assert(sizeof(ReservationReleaseCommand) == 64);
 
 // Its data: the current key.
