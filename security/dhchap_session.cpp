@@ -47,6 +47,24 @@ Result<SessionSecrets> session_secrets(const DhchapKey* host_key, const DhchapKe
   return k;
 }
 
+// What a response hashes in this transaction: R1 with the host's transformed secret, R2 with the
+// controller's. SC_C is hashed as 00h in both, as the kernel does (see controller_response).
+ResponseInput response_input(const SessionSecrets& keys, std::span<const uint8_t> key, HashId hash,
+                             std::span<const uint8_t> challenge, std::span<const uint8_t> shared_secret,
+                             uint32_t seqnum, uint16_t t_id) noexcept {
+  ResponseInput in;
+  in.hash = hash;
+  in.key = key;
+  in.challenge = challenge;
+  in.shared_secret = shared_secret;
+  in.seqnum = seqnum;
+  in.t_id = t_id;
+  in.sc_c = 0;
+  in.host_nqn = keys.host_nqn;
+  in.subsys_nqn = keys.subsys_nqn;
+  return in;
+}
+
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------------------
@@ -197,17 +215,8 @@ void HostAuthSession::on_challenge(std::span<const uint8_t> data) {
     shared_secret_ = std::move(*ks);
     dh.emplace(std::move(*pair));
   }
-  ResponseInput in;
-  in.hash = hash_;
-  in.key = keys_.host_key.view();
-  in.challenge = ch->challenge;
-  in.shared_secret = shared_secret_.view();
-  in.seqnum = ch->seqnum;
-  in.t_id = t_id_;
-  in.sc_c = 0;
-  in.host_nqn = keys_.host_nqn;
-  in.subsys_nqn = keys_.subsys_nqn;
-  auto r1 = host_response(in);
+  auto r1 = host_response(
+      response_input(keys_, keys_.host_key.view(), hash_, ch->challenge, shared_secret_.view(), ch->seqnum, t_id_));
   if (!r1) {
     fail_with_failure2(r1.error().explanation, r1.error().what);
     return;
@@ -257,17 +266,8 @@ void HostAuthSession::on_success1(std::span<const uint8_t> data) {
     fail_with_failure2(FailureExplanation::failed, "the controller sent no response R2");
     return;
   }
-  ResponseInput in;
-  in.hash = hash_;
-  in.key = keys_.ctrl_key.view();
-  in.challenge = c2_.view();
-  in.shared_secret = shared_secret_.view();
-  in.seqnum = s2_;
-  in.t_id = t_id_;
-  in.sc_c = 0;  // the kernel hashes 00h in R2 (see controller_response)
-  in.host_nqn = keys_.host_nqn;
-  in.subsys_nqn = keys_.subsys_nqn;
-  auto expected = controller_response(in);
+  auto expected = controller_response(
+      response_input(keys_, keys_.ctrl_key.view(), hash_, c2_.view(), shared_secret_.view(), s2_, t_id_));
   if (!expected) {
     fail_with_failure2(expected.error().explanation, expected.error().what);
     return;
@@ -442,17 +442,8 @@ void ControllerAuthSession::on_reply(std::span<const uint8_t> data) {
     }
     shared = std::move(*ks);
   }
-  ResponseInput in;
-  in.hash = hash_;
-  in.key = keys_.host_key.view();
-  in.challenge = c1_.view();
-  in.shared_secret = shared.view();
-  in.seqnum = s1_;
-  in.t_id = t_id_;
-  in.sc_c = 0;
-  in.host_nqn = keys_.host_nqn;
-  in.subsys_nqn = keys_.subsys_nqn;
-  auto expected = host_response(in);
+  auto expected =
+      host_response(response_input(keys_, keys_.host_key.view(), hash_, c1_.view(), shared.view(), s1_, t_id_));
   if (!expected) {
     fail(expected.error().explanation, expected.error().what);
     return;
@@ -467,11 +458,8 @@ void ControllerAuthSession::on_reply(std::span<const uint8_t> data) {
       fail(FailureExplanation::failed, "the host asks for bidirectional authentication: no controller secret");
       return;
     }
-    in.key = keys_.ctrl_key.view();
-    in.challenge = rep->challenge;
-    in.seqnum = rep->seqnum;
-    in.sc_c = 0;  // as the kernel hashes R2
-    auto r2 = controller_response(in);
+    auto r2 = controller_response(
+        response_input(keys_, keys_.ctrl_key.view(), hash_, rep->challenge, shared.view(), rep->seqnum, t_id_));
     if (!r2) {
       fail(r2.error().explanation, r2.error().what);
       return;
