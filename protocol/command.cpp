@@ -3,11 +3,17 @@
 namespace rdmablk::protocol {
 
 namespace {
+// The header of a command whose data DPTR describes.
+SqeHeader data_header(uint8_t opcode, uint16_t cid, uint32_t nsid, const SglDescriptor& dptr) noexcept {
+  SqeHeader h = make_header(opcode, cid, nsid);
+  h.dptr = dptr;
+  return h;
+}
+
 ReadWriteCommand make_rw(IoOpcode op, uint16_t cid, uint32_t nsid, uint64_t slba, uint32_t blocks,
                          const SglDescriptor& dptr, bool fua) noexcept {
   ReadWriteCommand c{};
-  c.hdr = make_header(static_cast<uint8_t>(op), cid, nsid);
-  c.hdr.dptr = dptr;
+  c.hdr = data_header(static_cast<uint8_t>(op), cid, nsid, dptr);
   c.set_start_lba(slba);
   c.set_block_count(blocks);
   c.set_fua(fua);
@@ -50,8 +56,7 @@ WriteZeroesCommand make_write_zeroes(uint16_t cid, uint32_t nsid, uint64_t slba,
 DsmCommand make_dsm(uint16_t cid, uint32_t nsid, uint32_t ranges, uint32_t attributes,
                     const SglDescriptor& dptr) noexcept {
   DsmCommand c{};
-  c.hdr = make_header(static_cast<uint8_t>(IoOpcode::dataset_management), cid, nsid);
-  c.hdr.dptr = dptr;
+  c.hdr = data_header(static_cast<uint8_t>(IoOpcode::dataset_management), cid, nsid, dptr);
   c.set_range_count(ranges);
   c.set_attributes(attributes);
   return c;
@@ -60,8 +65,7 @@ DsmCommand make_dsm(uint16_t cid, uint32_t nsid, uint32_t ranges, uint32_t attri
 IdentifyCommand make_identify(uint16_t cid, Cns cns, uint32_t nsid, const SglDescriptor& dptr, uint16_t cntid,
                               Csi csi) noexcept {
   IdentifyCommand c{};
-  c.hdr = make_header(static_cast<uint8_t>(AdminOpcode::identify), cid, nsid);
-  c.hdr.dptr = dptr;
+  c.hdr = data_header(static_cast<uint8_t>(AdminOpcode::identify), cid, nsid, dptr);
   c.set_cns(cns);
   c.set_cntid(cntid);
   c.set_csi(csi);
@@ -71,8 +75,7 @@ IdentifyCommand make_identify(uint16_t cid, Cns cns, uint32_t nsid, const SglDes
 GetLogPageCommand make_get_log_page(uint16_t cid, LogPageId lid, uint32_t nsid, uint64_t offset, uint64_t bytes,
                                     const SglDescriptor& dptr, bool rae) noexcept {
   GetLogPageCommand c{};
-  c.hdr = make_header(static_cast<uint8_t>(AdminOpcode::get_log_page), cid, nsid);
-  c.hdr.dptr = dptr;
+  c.hdr = data_header(static_cast<uint8_t>(AdminOpcode::get_log_page), cid, nsid, dptr);
   c.set_lid(lid);
   c.set_rae(rae);
   c.set_length_bytes(bytes);

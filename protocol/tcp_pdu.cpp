@@ -299,12 +299,23 @@ PduDecoded<void> check_data_range(uint32_t offset, uint32_t length, uint32_t exp
 
 // ---- connection initialization ----------------------------------------------------------------------
 
-IcReqPdu build_icreq(const IcReqParams& params) noexcept {
-  IcReqPdu p{};
-  p.ch = make_ch(PduType::ic_req, 0, kIcPduLen, 0, kIcPduLen);
+namespace {
+
+// ICReq and ICResp both start with a fixed-size common header and PFV 0, and carry DGST.
+template <typename Pdu>
+Pdu ic_pdu(PduType type, bool hdgst, bool ddgst) noexcept {
+  Pdu p{};
+  p.ch = make_ch(type, 0, kIcPduLen, 0, kIcPduLen);
   p.pfv.set(kPfv10);
+  p.dgst = static_cast<uint8_t>((hdgst ? kDigestHeader : 0) | (ddgst ? kDigestData : 0));
+  return p;
+}
+
+}  // namespace
+
+IcReqPdu build_icreq(const IcReqParams& params) noexcept {
+  auto p = ic_pdu<IcReqPdu>(PduType::ic_req, params.hdgst, params.ddgst);
   p.hpda = params.hpda;
-  p.dgst = static_cast<uint8_t>((params.hdgst ? kDigestHeader : 0) | (params.ddgst ? kDigestData : 0));
   p.maxr2t.set(params.maxr2t);
   return p;
 }
@@ -322,11 +333,8 @@ TcpSession controller_session(const IcReqPdu& icreq, uint8_t cpda, uint32_t maxh
 }
 
 IcRespPdu build_icresp(const TcpSession& s) noexcept {
-  IcRespPdu p{};
-  p.ch = make_ch(PduType::ic_resp, 0, kIcPduLen, 0, kIcPduLen);
-  p.pfv.set(kPfv10);
+  auto p = ic_pdu<IcRespPdu>(PduType::ic_resp, s.hdgst, s.ddgst);
   p.cpda = s.cpda;
-  p.dgst = static_cast<uint8_t>((s.hdgst ? kDigestHeader : 0) | (s.ddgst ? kDigestData : 0));
   p.maxh2cdata.set(s.maxh2cdata);
   return p;
 }
