@@ -98,40 +98,43 @@ int check(const CliEnv& env, unsigned value, unsigned max, const char* name) {
   return report_error(env, fmt::format("invalid {} {} (at most {})", name, value, max), 2);
 }
 
+// Register, Acquire and Release: open the namespace, send the command (`send(io, nsid)`), and say so as
+// nvme-cli does.
+template <typename Send>
+int run_command(const ResvFlags& f, const CliEnv& env, const char* name, Send&& send) {
+  auto s = open_namespace(f.ns, env, false);
+  if (!s) return s.error();
+  auto r = send(*s->io, s->nsid);
+  if (!r) return report_error(env, r.error().message);
+  *env.out << "NVME Reservation " << name << " success\n";
+  return 0;
+}
+
 int run_register(const ResvFlags& f, const CliEnv& env) {
   if (int e = check(env, f.action, 7, "rrega"); e != 0) return e;
   if (int e = check(env, f.cptpl, 3, "cptpl"); e != 0) return e;
-  auto s = open_namespace(f.ns, env, false);
-  if (!s) return s.error();
-  auto r = reservation_register(*s->io, s->nsid, static_cast<p::RegisterAction>(f.action), f.iekey,
+  return run_command(f, env, "Register", [&](auto& io, uint32_t nsid) {
+    return reservation_register(io, nsid, static_cast<p::RegisterAction>(f.action), f.iekey,
                                 static_cast<p::ChangePtpl>(f.cptpl), f.crkey, f.nrkey);
-  if (!r) return report_error(env, r.error().message);
-  *env.out << "NVME Reservation Register success\n";
-  return 0;
+  });
 }
 
 int run_acquire(const ResvFlags& f, const CliEnv& env) {
   if (int e = check(env, f.action, 7, "racqa"); e != 0) return e;
   if (int e = check(env, f.rtype, 6, "rtype"); e != 0) return e;
-  auto s = open_namespace(f.ns, env, false);
-  if (!s) return s.error();
-  auto r = reservation_acquire(*s->io, s->nsid, static_cast<p::AcquireAction>(f.action), f.iekey,
+  return run_command(f, env, "Acquire", [&](auto& io, uint32_t nsid) {
+    return reservation_acquire(io, nsid, static_cast<p::AcquireAction>(f.action), f.iekey,
                                static_cast<p::ReservationType>(f.rtype), f.crkey, f.prkey);
-  if (!r) return report_error(env, r.error().message);
-  *env.out << "NVME Reservation Acquire success\n";
-  return 0;
+  });
 }
 
 int run_release(const ResvFlags& f, const CliEnv& env) {
   if (int e = check(env, f.action, 7, "rrela"); e != 0) return e;
   if (int e = check(env, f.rtype, 6, "rtype"); e != 0) return e;
-  auto s = open_namespace(f.ns, env, false);
-  if (!s) return s.error();
-  auto r = reservation_release(*s->io, s->nsid, static_cast<p::ReleaseAction>(f.action), f.iekey,
+  return run_command(f, env, "Release", [&](auto& io, uint32_t nsid) {
+    return reservation_release(io, nsid, static_cast<p::ReleaseAction>(f.action), f.iekey,
                                static_cast<p::ReservationType>(f.rtype), f.crkey);
-  if (!r) return report_error(env, r.error().message);
-  *env.out << "NVME Reservation Release success\n";
-  return 0;
+  });
 }
 
 // nvme-cli's sizing: NUMD 0 (or 1024 and more) reads 4 KiB; fewer dwords than the header reads the header.

@@ -6,13 +6,22 @@
 
 namespace rdmablk::target {
 
+namespace {
+
+// The queue a request arrived on, or nullptr when that queue is closing: the request is then released
+// without a completion.
+CoreQueue* open_queue_or_release(TargetRequest& req) noexcept {
+  auto* q = static_cast<CoreQueue*>(req.queue->core_queue);
+  if (q != nullptr && !q->closed) return q;
+  req.queue->release(req);
+  return nullptr;
+}
+
+}  // namespace
 
 void TargetCore::on_command(TargetRequest& req) noexcept {
-  auto* qp = static_cast<CoreQueue*>(req.queue->core_queue);
-  if (qp == nullptr || qp->closed) {
-    req.queue->release(req);
-    return;
-  }
+  CoreQueue* const qp = open_queue_or_release(req);
+  if (qp == nullptr) return;
   CoreQueue& q = *qp;
   RequestState& rs = reset_request_state(req);
   rs.opcode = req.sqe.hdr.opcode;
@@ -40,11 +49,8 @@ void TargetCore::on_command(TargetRequest& req) noexcept {
 }
 
 void TargetCore::on_data_ready(TargetRequest& req, Status status) noexcept {
-  auto* qp = static_cast<CoreQueue*>(req.queue->core_queue);
-  if (qp == nullptr || qp->closed) {
-    req.queue->release(req);
-    return;
-  }
+  CoreQueue* const qp = open_queue_or_release(req);
+  if (qp == nullptr) return;
   CoreQueue& q = *qp;
   RequestState& rs = request_state(req);
   if (rs.fused != nullptr) {
