@@ -209,6 +209,9 @@ class TcpHostQueue final : public HostQueueBase<TcpHostQueue, HostSlot>, private
     protocol_error(e, offending.data(), offending.size());
   }
 
+  // A fault in the PDU header just received, which the Termination Request carries as the offending part.
+  void header_error(const pt::PduError& e) noexcept { protocol_error(e, rx_.header().data(), rx_.header().size()); }
+
   // A command still waiting for its response (a deferred one has had it).
   HostSlot* active_slot(uint16_t cid) noexcept {
     if (cid >= slots_.size() || !slots_[cid].active || slots_[cid].response_deferred) return nullptr;
@@ -221,9 +224,8 @@ class TcpHostQueue final : public HostQueueBase<TcpHostQueue, HostSlot>, private
         const auto cqe = p::load<p::Cqe>(rx_.header().data() + offsetof(pt::CapsuleRespPdu, cqe));
         const uint16_t cid = cqe.cid.get();
         if (active_slot(cid) == nullptr) {
-          protocol_error(pt::PduError{offsetof(pt::CapsuleRespPdu, cqe) + offsetof(p::Cqe, cid),
-                                      "CapsuleResp for a command not outstanding", pt::Fes::invalid_header_field},
-                         rx_.header().data(), rx_.header().size());
+          header_error(pt::PduError{offsetof(pt::CapsuleRespPdu, cqe) + offsetof(p::Cqe, cid),
+                                    "CapsuleResp for a command not outstanding", pt::Fes::invalid_header_field});
           return;
         }
         finish(cid, cqe);
@@ -234,15 +236,14 @@ class TcpHostQueue final : public HostQueueBase<TcpHostQueue, HostSlot>, private
         const uint16_t cid = h.cccid.get();
         HostSlot* s = active_slot(cid);
         if (s == nullptr || s->cmd->direction != DataDirection::controller_to_host) {
-          protocol_error(pt::PduError{offsetof(pt::C2HDataHdr, cccid), "C2HData for no read command",
-                                      pt::Fes::invalid_header_field},
-                         rx_.header().data(), rx_.header().size());
+          header_error(pt::PduError{offsetof(pt::C2HDataHdr, cccid), "C2HData for no read command",
+                                    pt::Fes::invalid_header_field});
           return;
         }
         auto range = pt::check_data_range(h.datao.get(), h.datal.get(), s->c2h_received,
                                           static_cast<uint32_t>(s->cmd->data.size()));
         if (!range) {
-          protocol_error(range.error(), rx_.header().data(), rx_.header().size());
+          header_error(range.error());
           return;
         }
         rx_cid_ = cid;
@@ -255,15 +256,14 @@ class TcpHostQueue final : public HostQueueBase<TcpHostQueue, HostSlot>, private
         HostSlot* s = active_slot(cid);
         if (s == nullptr || s->cmd->direction != DataDirection::host_to_controller || s->in_capsule ||
             s->tx_offset != s->tx_end || s->in_txq) {
-          protocol_error(pt::PduError{offsetof(pt::R2tPdu, cccid), "R2T for no write waiting for one",
-                                      pt::Fes::invalid_header_field},
-                         rx_.header().data(), rx_.header().size());
+          header_error(pt::PduError{offsetof(pt::R2tPdu, cccid), "R2T for no write waiting for one",
+                                    pt::Fes::invalid_header_field});
           return;
         }
         auto range = pt::check_data_range(r.r2to.get(), r.r2tl.get(), s->h2c_solicited,
                                           static_cast<uint32_t>(s->cmd->data.size()));
         if (!range) {
-          protocol_error(range.error(), rx_.header().data(), rx_.header().size());
+          header_error(range.error());
           return;
         }
         s->ttag = r.ttag.get();
@@ -282,8 +282,7 @@ class TcpHostQueue final : public HostQueueBase<TcpHostQueue, HostSlot>, private
         return;
       }
       default:
-        protocol_error(pt::PduError{0, "unexpected PDU", pt::Fes::pdu_sequence_error}, rx_.header().data(),
-                       rx_.header().size());
+        header_error(pt::PduError{0, "unexpected PDU", pt::Fes::pdu_sequence_error});
         return;
     }
   }
