@@ -212,6 +212,13 @@ class TcpHostQueue final : public HostQueueBase<TcpHostQueue, HostSlot>, private
   // A fault in the PDU header just received, which the Termination Request carries as the offending part.
   void header_error(const pt::PduError& e) noexcept { protocol_error(e, rx_.header().data(), rx_.header().size()); }
 
+  // The data a C2HData carries or an R2T asks for starts at `expected_offset` and fits the command's buffer.
+  bool data_range_ok(uint32_t offset, uint32_t length, uint32_t expected_offset, const HostSlot& s) noexcept {
+    auto range = pt::check_data_range(offset, length, expected_offset, static_cast<uint32_t>(s.cmd->data.size()));
+    if (!range) header_error(range.error());
+    return static_cast<bool>(range);
+  }
+
   // A command still waiting for its response (a deferred one has had it).
   HostSlot* active_slot(uint16_t cid) noexcept {
     if (cid >= slots_.size() || !slots_[cid].active || slots_[cid].response_deferred) return nullptr;
@@ -240,12 +247,7 @@ class TcpHostQueue final : public HostQueueBase<TcpHostQueue, HostSlot>, private
                                     pt::Fes::invalid_header_field});
           return;
         }
-        auto range = pt::check_data_range(h.datao.get(), h.datal.get(), s->c2h_received,
-                                          static_cast<uint32_t>(s->cmd->data.size()));
-        if (!range) {
-          header_error(range.error());
-          return;
-        }
+        if (!data_range_ok(h.datao.get(), h.datal.get(), s->c2h_received, *s)) return;
         rx_cid_ = cid;
         rx_.data_to(s->cmd->data.data() + h.datao.get());
         return;
@@ -260,12 +262,7 @@ class TcpHostQueue final : public HostQueueBase<TcpHostQueue, HostSlot>, private
                                     pt::Fes::invalid_header_field});
           return;
         }
-        auto range = pt::check_data_range(r.r2to.get(), r.r2tl.get(), s->h2c_solicited,
-                                          static_cast<uint32_t>(s->cmd->data.size()));
-        if (!range) {
-          header_error(range.error());
-          return;
-        }
+        if (!data_range_ok(r.r2to.get(), r.r2tl.get(), s->h2c_solicited, *s)) return;
         s->ttag = r.ttag.get();
         s->tx_offset = r.r2to.get();
         s->tx_end = r.r2to.get() + r.r2tl.get();
