@@ -469,7 +469,7 @@ void ReactorRdma::maybe_delete() noexcept {
 
 // ---- listener -------------------------------------------------------------------------------------------
 
-struct RdmaListener::Impl {
+struct RdmaListener::Impl final : ListenerHome {
   std::vector<ReactorSlot> reactors;
   TargetQueueHandler* handler = nullptr;
   RdmaTargetOptions opts;
@@ -486,7 +486,7 @@ struct RdmaListener::Impl {
   // The reference each reactor's context holds for this listener (set and cleared on that reactor).
   std::shared_ptr<std::vector<ReactorRdma*>> contexts;
 
-  Reactor& home() const noexcept { return *reactors[0].reactor; }
+  Reactor& home() const noexcept override { return *reactors[0].reactor; }
 
   void arm() noexcept {
     if (armed || stopping) return;
@@ -646,7 +646,7 @@ struct RdmaListener::Impl {
     }
   }
 
-  void stop_on_reactor() noexcept {
+  void stop_on_reactor() noexcept override {
     stopping = true;
     if (id != nullptr) {
       rdma_destroy_id(id);
@@ -750,24 +750,10 @@ Result<std::unique_ptr<RdmaListener>> RdmaListener::create(const TransportAddres
     });
   }
   impl->reactors = std::move(reactors);
-  l->impl_ = impl;
+  l->home_ = impl;
   impl->home().post([impl] { impl->arm(); });
   spdlog::info("nvme-rdma: listening on {}:{}", address.traddr.empty() ? "*" : address.traddr, l->address_.trsvcid);
   return l;
-}
-
-RdmaListener::~RdmaListener() { stop(); }
-
-const TransportAddress& RdmaListener::address() const noexcept { return address_; }
-
-void RdmaListener::stop() noexcept {
-  Impl* impl = impl_;
-  if (impl == nullptr) return;
-  impl_ = nullptr;
-  try {
-    impl->home().post([impl] { impl->stop_on_reactor(); });
-  } catch (...) {
-  }
 }
 
 }  // namespace rdmablk::transport::rdma

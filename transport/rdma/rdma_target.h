@@ -27,12 +27,13 @@
 #include "transport/connection_limits.h"
 #include "transport/rdma/rdma_queue.h"
 #include "transport/reactor.h"
+#include "transport/reactor_listener.h"
 #include "transport/target_queue.h"
 
 namespace rdmablk::transport::rdma {
 
 // A reactor a listener may place queues on, with the reactor's buffer pool.
-class RdmaListener {
+class RdmaListener : public ReactorListener {
  public:
   // Creates the event channel and the cm_id, binds (RDMA_PS_TCP) and listens now, so an address without
   // an RDMA device or a port in use is reported to the caller (port 0 picks one: see address()).
@@ -41,21 +42,12 @@ class RdmaListener {
                                                       TargetQueueHandler& handler,
                                                       const RdmaTargetOptions& opts = {},
                                                       std::shared_ptr<ConnectionGate> gate = nullptr);
-  ~RdmaListener();  // stop()
-  RdmaListener(const RdmaListener&) = delete;
-  RdmaListener& operator=(const RdmaListener&) = delete;
-
-  const TransportAddress& address() const noexcept;
-  // Stop listening (thread-safe, idempotent). Established queues are not affected. The cm_id and the
-  // channel are destroyed on reactors[0], which must keep running.
-  void stop() noexcept;
+  // stop(): the cm_id and the channel are destroyed on reactors[0].
 
   struct Impl;
 
  private:
   RdmaListener() = default;
-  Impl* impl_ = nullptr;  // lives on reactors[0]; deletes itself after stop
-  TransportAddress address_;
 };
 
 // Per-reactor verbs contexts alive in this process (tests wait for teardown with it).

@@ -60,7 +60,7 @@ unsigned live_tcp_acceptors() noexcept { return g_live_acceptors.load(std::memor
 
 // ---- listener ---------------------------------------------------------------------------------------
 
-struct TcpListener::Acceptor {
+struct TcpListener::Acceptor final : ListenerHome {
   struct Op {
     IoOp op;
     Acceptor* self;
@@ -81,11 +81,11 @@ struct TcpListener::Acceptor {
   std::size_t next = 0;
 
   Acceptor() { g_live_acceptors.fetch_add(1, std::memory_order_relaxed); }
-  ~Acceptor() { g_live_acceptors.fetch_sub(1, std::memory_order_relaxed); }
+  ~Acceptor() override { g_live_acceptors.fetch_sub(1, std::memory_order_relaxed); }
   Acceptor(const Acceptor&) = delete;
   Acceptor& operator=(const Acceptor&) = delete;
 
-  Reactor& home() const noexcept { return *reactors[0].reactor; }
+  Reactor& home() const noexcept override { return *reactors[0].reactor; }
 
   void arm() noexcept {
     if (armed || stopping) return;
@@ -192,7 +192,7 @@ struct TcpListener::Acceptor {
     return false;
   }
 
-  void stop_on_reactor() noexcept {
+  void stop_on_reactor() noexcept override {
     stopping = true;
     if (retry_timer != 0) {
       home().cancel(retry_timer);
@@ -257,23 +257,9 @@ Result<std::unique_ptr<TcpListener>> TcpListener::create(const TransportAddress&
   a->fd = fd;
   a->op.op.fn = &Acceptor::on_cqe;
   a->op.self = a;
-  l->acceptor_ = a;
+  l->home_ = a;
   a->home().post([a] { a->arm(); });
   return l;
-}
-
-TcpListener::~TcpListener() { stop(); }
-
-const TransportAddress& TcpListener::address() const noexcept { return address_; }
-
-void TcpListener::stop() noexcept {
-  Acceptor* a = acceptor_;
-  if (a == nullptr) return;
-  acceptor_ = nullptr;
-  try {
-    a->home().post([a] { a->stop_on_reactor(); });
-  } catch (...) {
-  }
 }
 
 }  // namespace rdmablk::transport::tcp

@@ -20,13 +20,14 @@
 #include "transport/buffer_pool.h"
 #include "transport/connection_limits.h"
 #include "transport/reactor.h"
+#include "transport/reactor_listener.h"
 #include "transport/target_queue.h"
 #include "transport/tcp/tcp_target_queue.h"
 
 namespace rdmablk::transport::tcp {
 
 // A reactor a listener may place connections on, with the reactor's buffer pool.
-class TcpListener {
+class TcpListener : public ReactorListener {
  public:
   // Binds and listens now (SO_REUSEADDR; port 0 picks one, see address()), so a port in use is reported
   // to the caller. Accepting starts on reactors[0] (io_uring multishot accept when the kernel has it, else
@@ -36,22 +37,12 @@ class TcpListener {
                                                      std::vector<ReactorSlot> reactors,
                                                      TargetQueueHandler& handler, const TcpTargetOptions& opts = {},
                                                      std::shared_ptr<ConnectionGate> gate = nullptr);
-  ~TcpListener();  // stop()
-  TcpListener(const TcpListener&) = delete;
-  TcpListener& operator=(const TcpListener&) = delete;
-
-  // The bound address (the real port when 0 was asked for).
-  const TransportAddress& address() const noexcept;
-  // Stop accepting (thread-safe, idempotent). Established connections are not affected. The listening
-  // socket is closed on reactors[0] once its accept is cancelled, so that reactor must keep running.
-  void stop() noexcept;
+  // stop(): the listening socket is closed on reactors[0] once its accept is cancelled.
 
   struct Acceptor;
 
  private:
   TcpListener() = default;
-  Acceptor* acceptor_ = nullptr;  // lives on reactors[0]; deletes itself after stop
-  TransportAddress address_;
 };
 
 // Connections currently alive in this process (tests use it to wait for teardown).
