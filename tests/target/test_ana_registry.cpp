@@ -134,8 +134,9 @@ TEST(AnaRegistryTest, TheLogLeavesOutNamespacesMaskedFromTheHost) {
     if (nsid == 2) ns->config.hosts = {"nqn.only"};
     table.namespaces.push_back(ns);
   }
-  const std::vector<protocol::AnaGroupEntry> other{{1, AnaState::optimized, 0, {1}}};
-  const std::vector<protocol::AnaGroupEntry> only{{1, AnaState::optimized, 0, {1, 2}}};
+  // Group 2 is named by a listener: listed, empty. No port: every group optimized.
+  const std::vector<protocol::AnaGroupEntry> other{{1, AnaState::optimized, 0, {1}}, {2, AnaState::optimized, 0, {}}};
+  const std::vector<protocol::AnaGroupEntry> only{{1, AnaState::optimized, 0, {1, 2}}, {2, AnaState::optimized, 0, {}}};
   EXPECT_EQ(ana.log_page(nullptr, table, "nqn.other", false), protocol::make_ana_log(0, other, false));
   EXPECT_EQ(ana.log_page(nullptr, table, "nqn.only", false), protocol::make_ana_log(0, only, false));
 }

@@ -39,7 +39,7 @@ TEST(ConfigMasking, HostsAreParsedSortedAndTheRestSeeEverything) {
   EXPECT_TRUE(ns[0].visible_to(kH1));
   EXPECT_FALSE(ns[0].visible_to("nqn.2014-08.org.nvmexpress:uuid:00000000-0000-0000-0000-000000000000"));
   EXPECT_TRUE(ns[1].visible_to("nqn.anyone"));
-  EXPECT_EQ(ns[0].hosts_at.line, 8);
+  EXPECT_EQ(ns[0].hosts_at.line, 10);  // the block list under `hosts:` on line 9
 }
 
 TEST(ConfigMasking, WithAllowAnyHostAnyNqnMayBeListed) {
@@ -50,14 +50,14 @@ TEST(ConfigMasking, WithAllowAnyHostAnyNqnMayBeListed) {
 TEST(ConfigMasking, MistakesNameTheLineAndTheField) {
   const std::string allowed = "    hosts: [" + std::string(kH1) + "]\n";
   EXPECT_EQ(parse_error(config(allowed, "        hosts: []\n")),
-            "t.yaml:8:16: subsystems[0].namespaces[0].hosts: an empty list hides the namespace from every host: list "
+            "t.yaml:9:16: subsystems[0].namespaces[0].hosts: an empty list hides the namespace from every host: list "
             "the hosts that see it, or leave hosts out for every host the subsystem allows");
   EXPECT_NE(parse_error(config(allowed, "        hosts: [" + std::string(kH1) + ", " + kH1 + "]\n"))
                 .find("subsystems[0].namespaces[0].hosts[1]: duplicate host NQN"),
             std::string::npos);
   const std::string stranger = parse_error(config(allowed, "        hosts: [" + std::string(kH2) + "]\n"));
-  EXPECT_EQ(stranger, "t.yaml:8:16: subsystems[0].namespaces[0].hosts: \"" + std::string(kH2) +
-                          "\" is not among the subsystem's hosts, so it could never see this namespace");
+  EXPECT_EQ(stranger, "t.yaml:9:16: subsystems[0].namespaces[0].hosts: '" + std::string(kH2) +
+                          "' is not among the subsystem's hosts, so it could never see this namespace");
   EXPECT_NE(parse_error(config(allowed, "        hosts: [not an nqn]\n")).find("namespaces[0].hosts[0]"),
             std::string::npos);
 }
