@@ -170,9 +170,9 @@ void TargetCore::identify(CoreQueue& q, TargetRequest& req) noexcept {
   {
     std::lock_guard lock(mu_);
     std::shared_ptr<const NamespaceTable> table = ctrl.discovery ? nullptr : ctrl.subsys->table;
-    auto find = [&](uint32_t id) -> const Namespace* {
+    auto find = [&](uint32_t id) -> const Namespace* {  // masked from this host: inactive
       const auto* p = table->find(id);
-      return p ? p->get() : nullptr;
+      return p && (*p)->config.visible_to(ctrl.hostnqn) ? p->get() : nullptr;
     };
     switch (cmd.cns()) {
       case protocol::Cns::controller:
@@ -189,7 +189,8 @@ void TargetCore::identify(CoreQueue& q, TargetRequest& req) noexcept {
         if (nsid >= 0xFFFFFFFEu) {
           status = st::invalid_namespace;
         } else {
-          const auto ids = table->nsids();
+          auto ids = table->nsids();
+          std::erase_if(ids, [&](uint32_t id) { return find(id) == nullptr; });
           data = to_bytes(protocol::make_active_namespace_list(ids, nsid));
         }
         break;
@@ -285,7 +286,7 @@ std::vector<uint8_t> TargetCore::smart_log_locked(Controller& ctrl, const protoc
   stats::IoStatsSnapshot io;
   if (nsid == 0 || nsid == protocol::kNsidAll) {
     io = controller_io_locked(ctrl);
-  } else if (ctrl.subsys->table->find(nsid) != nullptr) {
+  } else if (const auto* ns = ctrl.subsys->table->find(nsid); ns != nullptr && (*ns)->config.visible_to(ctrl.hostnqn)) {
     io = namespace_io(ctrl.subsys->nqn, nsid);
   } else {
     status = st::invalid_namespace;
@@ -338,7 +339,8 @@ std::vector<uint8_t> TargetCore::changed_namespaces_log_locked(Controller& ctrl,
 
 std::vector<uint8_t> TargetCore::ana_log_page_locked(Controller& ctrl, const protocol::GetLogPageCommand& cmd,
                                                      Status& /*status*/) {
-  auto page = ana_.log_page(ctrl.ana_port.get(), *ctrl.subsys->table, (cmd.lsp() & protocol::kAnaLspRgo) != 0);
+  auto page = ana_.log_page(ctrl.ana_port.get(), *ctrl.subsys->table, ctrl.hostnqn,
+                            (cmd.lsp() & protocol::kAnaLspRgo) != 0);
   if (!cmd.rae()) ctrl.aen_masked &= ~kAenMaskAna;
   return page;
 }

@@ -148,7 +148,7 @@ void TargetCore::compare_data_ready(CoreQueue& q, TargetRequest& req) noexcept {
   access.slba = rs.slba;
   access.nlb = rs.blocks;
   access.data_bytes = req.data_length;
-  if (Status s = ready_to_read(q, rs, q.view->find(req.sqe.hdr.nsid.get()), access, req.data_length); !s.ok()) {
+  if (Status s = ready_to_read(q, rs, find_slot(q, req.sqe.hdr.nsid.get()), access, req.data_length); !s.ok()) {
     finish(req, s);
     return;
   }
@@ -159,7 +159,7 @@ void TargetCore::compare_data_ready(CoreQueue& q, TargetRequest& req) noexcept {
 
 void TargetCore::copy_data_ready(CoreQueue& q, TargetRequest& req) noexcept {
   RequestState& rs = request_state(req);
-  NsSlot* const slot = q.view->find(req.sqe.hdr.nsid.get());
+  NsSlot* const slot = find_slot(q, req.sqe.hdr.nsid.get());
   if (slot == nullptr) {
     finish(req, st::invalid_namespace);
     return;

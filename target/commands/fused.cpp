@@ -109,7 +109,7 @@ void TargetCore::start_compare_and_write(CoreQueue& q, TargetRequest& cmp, Targe
   RequestState& c = request_state(cmp);
   Status sc = held_status(c);
   Status sw = held_status(request_state(wr));
-  NsSlot* const slot = q.view->find(cmp.sqe.hdr.nsid.get());
+  NsSlot* const slot = find_slot(q, cmp.sqe.hdr.nsid.get());
   if (sc.ok() && sw.ok()) {
     // Both checked again with their data here: a reload may have changed the namespace meanwhile.
     IoAccess access;

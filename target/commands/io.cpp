@@ -136,7 +136,7 @@ Status prepare_io(CoreQueue& q, TargetRequest& req, const QueueLimits& limits) n
   ctrl.touch_if_traffic_based();
   const CommandEntry* const cmd = find_command(CommandSet::io, h.opcode);
   if (cmd == nullptr) return st::invalid_opcode;
-  NsSlot* const slot = q.view->find(h.nsid.get());
+  NsSlot* const slot = find_slot(q, h.nsid.get());
   RequestState& rs = request_state(req);
   IoAccess access;
   access.group = reservations::io_access(h.opcode);
@@ -160,7 +160,7 @@ Status prepare_io(CoreQueue& q, TargetRequest& req, const QueueLimits& limits) n
 // and finishes its RequestState: success, or the status to complete it with.
 Status prepare_with_data(CoreQueue& q, TargetRequest& req) noexcept {
   RequestState& rs = request_state(req);
-  NsSlot* const slot = q.view->find(req.sqe.hdr.nsid.get());
+  NsSlot* const slot = find_slot(q, req.sqe.hdr.nsid.get());
   const bool write = rs.stage == Stage::write;
   const uint32_t ranges = write ? 0 : protocol::as<protocol::DsmCommand>(req.sqe).range_count();
   IoAccess access;

@@ -91,7 +91,7 @@ Status prepare_reservation_report(IoPrep& p) noexcept {
 }
 
 void TargetCore::reservation_data_ready(CoreQueue& q, TargetRequest& req) noexcept {
-  NsSlot* const slot = q.view->find(req.sqe.hdr.nsid.get());
+  NsSlot* const slot = find_slot(q, req.sqe.hdr.nsid.get());
   if (slot == nullptr) {
     finish(req, st::invalid_namespace);  // removed by a reload while the data moved
     return;
@@ -128,7 +128,7 @@ void TargetCore::reservation_data_ready(CoreQueue& q, TargetRequest& req) noexce
 }
 
 void TargetCore::reservation_report(CoreQueue& q, TargetRequest& req) noexcept {
-  NsSlot* const slot = q.view->find(req.sqe.hdr.nsid.get());  // prepare_io found it this turn
+  NsSlot* const slot = find_slot(q, req.sqe.hdr.nsid.get());  // prepare_io found it this turn
   std::vector<rv::ControllerOfHost> controllers;
   {
     std::lock_guard lock(mu_);
@@ -224,7 +224,7 @@ std::shared_ptr<Namespace> TargetCore::active_namespace(const Controller& ctrl, 
     table = ctrl.subsys->table;
   }
   const auto* ns = table->find(nsid);
-  return ns != nullptr ? *ns : nullptr;
+  return ns != nullptr && (*ns)->config.visible_to(ctrl.hostnqn) ? *ns : nullptr;
 }
 
 void TargetCore::set_reservation_feature(CoreQueue& q, TargetRequest& req) noexcept {

@@ -18,6 +18,7 @@
 
 #include <spdlog/common.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -134,12 +135,21 @@ struct NamespaceConfig {
   std::array<uint8_t, 16> nguid{};  // likewise: stable across restarts
   bool uuid_configured = false;
   bool nguid_configured = false;
+  // Namespace masking: the host NQNs that see this namespace, sorted; empty = every host the subsystem
+  // allows. The others get it as an inactive NSID (Identify, I/O, logs).
+  std::vector<std::string> hosts;
+
+  // Whether a host sees it.
+  bool visible_to(std::string_view hostnqn) const noexcept {
+    return hosts.empty() || std::binary_search(hosts.begin(), hosts.end(), hostnqn);
+  }
 
   SourceLocation at;       // the namespace's mapping
   SourceLocation nsid_at;  // its `nsid` value
   SourceLocation path_at;  // its `path` value
   SourceLocation size_at;  // its `size` value (line 0 when not given)
   SourceLocation image_at;  // rbd: its `image` value
+  SourceLocation hosts_at;  // its `hosts` value (line 0 when not given)
 };
 
 // A DH-HMAC-CHAP secret of a host entry: given inline (`dhchap_key: "DHHC-1:..."`) or in a file

@@ -150,6 +150,7 @@ void Parser::parse_namespaces(const Mapping& m, const std::string& path, SourceL
         fail(ns.nsid_at, ns_path + ".nsid",
              "duplicate NSID " + std::to_string(ns.nsid) + " (first at line " + std::to_string(it->second) + ")");
       }
+      check_namespace_hosts(sub, ns, ns_path + ".hosts");
       sub.namespaces.push_back(std::move(ns));
     }
     if (items.empty()) warn(f->value_at, f->path, "no namespaces: hosts will see an empty subsystem");
@@ -246,7 +247,7 @@ NamespaceConfig Parser::parse_namespace(const YAML::Node& node, const std::strin
   if (!node.IsMap()) fail(at, path, std::string("expected a mapping (nsid, backend, ...), got a ") + node_kind(node));
   Mapping m(*this, node, path, at,
             {"nsid", "backend", "path", "size", "block_size", "direct", "read_only", "uuid", "nguid", "pool", "image",
-             "namespace", "ceph_conf", "client", "keyring", "ana_group"});
+             "namespace", "ceph_conf", "client", "keyring", "ana_group", "hosts"});
   NamespaceConfig ns;
   ns.at = at;
 
@@ -312,9 +313,42 @@ NamespaceConfig Parser::parse_namespace(const YAML::Node& node, const std::strin
   }
   if (const Field* f = m.find("read_only")) ns.read_only = boolean(*f);
   if (const Field* f = m.find("ana_group")) ns.ana_group = integer32(*f, 1, kAnaGroupMax);
+  if (const Field* f = m.find("hosts")) parse_namespace_hosts(*f, ns);
 
   parse_ids(m, ns);
   return ns;
+}
+
+// A namespace's `hosts:` (masking): host NQNs, each once, at least one.
+void Parser::parse_namespace_hosts(const Field& f, NamespaceConfig& ns) const {
+  auto items = sequence(f);
+  if (items.empty()) {
+    fail(f.value_at, f.path,
+         "an empty list hides the namespace from every host: list the hosts that see it, or leave hosts out for "
+         "every host the subsystem allows");
+  }
+  ns.hosts_at = f.value_at;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const std::string item_path = f.path + "[" + std::to_string(i) + "]";
+    const SourceLocation item_at = missing(items[i]) ? f.value_at : location_of(items[i].Mark());
+    Field item{item_path, "", items[i], item_at, item_at};
+    std::string nqn = string_value(item, "a host NQN");
+    check_nqn(item_at, item_path, nqn);
+    if (std::find(ns.hosts.begin(), ns.hosts.end(), nqn) != ns.hosts.end()) fail(item_at, item_path, "duplicate host NQN");
+    ns.hosts.push_back(std::move(nqn));
+  }
+  std::sort(ns.hosts.begin(), ns.hosts.end());
+}
+
+// Every host a namespace is masked to must be able to connect to its subsystem.
+void Parser::check_namespace_hosts(const SubsystemConfig& sub, const NamespaceConfig& ns, const std::string& path) const {
+  if (sub.allow_any_host) return;
+  for (const std::string& nqn : ns.hosts) {
+    if (std::find(sub.hosts.begin(), sub.hosts.end(), nqn) == sub.hosts.end()) {
+      fail(ns.hosts_at, path,
+           in_quotes(nqn) + " is not among the subsystem's hosts, so it could never see this namespace");
+    }
+  }
 }
 
 // `uuid` and `nguid`, when given.

@@ -196,6 +196,8 @@ class Parser : public config::Reader {
   void parse_hosts(const Field& hosts, SubsystemConfig& sub);
   void parse_namespaces(const Mapping& m, const std::string& path, SourceLocation at, SubsystemConfig& sub);
   void parse_ids(const Mapping& m, NamespaceConfig& ns) const;
+  void parse_namespace_hosts(const Field& f, NamespaceConfig& ns) const;
+  void check_namespace_hosts(const SubsystemConfig& sub, const NamespaceConfig& ns, const std::string& path) const;
   void warn_unused_psks(const TargetConfig& config);
   HostConfig parse_host(const YAML::Node& node, const std::string& path, SourceLocation at);
   TlsPskConfig parse_tls_psk(const Mapping& m) const;

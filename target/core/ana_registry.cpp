@@ -100,13 +100,15 @@ void AnaRegistry::overlay_live_states(std::vector<ListenerConfig>& listeners) co
   }
 }
 
-std::vector<uint8_t> AnaRegistry::log_page(const AnaPort* port, const NamespaceTable& table, bool groups_only) const {
+std::vector<uint8_t> AnaRegistry::log_page(const AnaPort* port, const NamespaceTable& table, std::string_view hostnqn,
+                                           bool groups_only) const {
   std::lock_guard lock(mu_);
   std::set<uint32_t> ids{kDefaultAnaGroup};
   for (const auto& l : listeners_)
     for (const auto& a : l.ana) ids.insert(a.group);
   std::map<uint32_t, std::vector<uint32_t>> members;
   for (const auto& ns : table.namespaces) {  // sorted by NSID: each list is ascending
+    if (!ns->config.visible_to(hostnqn)) continue;
     const uint32_t g = ns->ana_group.load(std::memory_order_relaxed);
     ids.insert(g);
     members[g].push_back(ns->nsid);

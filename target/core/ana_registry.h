@@ -54,7 +54,9 @@ class AnaRegistry {
   // The ANA log page of a controller whose admin queue is on `port` (null: the fallback) and whose
   // subsystem has `table`: group 1 (always there, as nvmet's default group), the groups of the table's
   // namespaces and the groups any listener names; ascending, each with its namespaces unless `groups_only`.
-  std::vector<uint8_t> log_page(const AnaPort* port, const NamespaceTable& table, bool groups_only) const;
+  // `hostnqn`: the namespaces masked from that host are left out.
+  std::vector<uint8_t> log_page(const AnaPort* port, const NamespaceTable& table, std::string_view hostnqn,
+                                bool groups_only) const;
 
   // Sets every group of `port` to the listener's configured state; returns how many changed.
   static unsigned apply_config(AnaPort& port, const ListenerConfig& listener) noexcept;

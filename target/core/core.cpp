@@ -380,7 +380,10 @@ unsigned TargetCore::refresh_namespace_sizes() {
       tables.emplace_back(sub, table);
       for (auto& [id, ctrl] : controllers_) {
         if (ctrl->discovery || ctrl->dead || ctrl->subsys != sub) continue;
-        ControllerRegistry::note_changed_namespaces(*ctrl, changed);
+        std::vector<uint32_t> seen = changed;  // not those masked from its host
+        std::erase_if(seen, [&](uint32_t nsid) { return !(*table->find(nsid))->config.visible_to(ctrl->hostnqn); });
+        if (seen.empty()) continue;
+        ControllerRegistry::note_changed_namespaces(*ctrl, seen);
         notify.push_back(ControllerRegistry::release_of(ctrl));
       }
     }

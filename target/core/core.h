@@ -168,8 +168,18 @@ class TargetCore final : public transport::TargetQueueHandler {
   void apply_locked(const ChangeList& changes, OpenedBackends& opened, Applying& st);
   void edit_subsystem_locked(const std::string& nqn, const std::vector<const Change*>& edits, OpenedBackends& opened,
                              Applying& st);
-  // Disconnects the controllers of hosts no longer allowed; tells the others of `changed` (sorted NSIDs).
-  void notify_subsystem_locked(Subsystem& sub, const std::vector<uint32_t>& changed, Applying& st);
+  // What an edit did to a subsystem's namespaces, for the Changed Namespace List of each host.
+  struct NamespaceChanges {
+    const NamespaceTable& before;
+    const NamespaceTable& after;
+    const std::vector<uint32_t>& changed;  // added, removed, replaced (sorted)
+    const std::vector<uint32_t>& masked;   // seen by other hosts now (sorted)
+    // The NSIDs whose change `hostnqn` can tell: those it sees before or after, and the masked ones it
+    // now sees or no longer sees.
+    std::vector<uint32_t> seen_by(std::string_view hostnqn) const;
+  };
+  // Disconnects the controllers of hosts no longer allowed; tells the others what changed for them.
+  void notify_subsystem_locked(Subsystem& sub, const NamespaceChanges& changes, Applying& st);
   void remove_subsystem_locked(const std::string& nqn, Applying& st);
   void take_listeners_locked(const change::ListenersChanged& c, Applying& st);
   void apply_ana_state_locked(const change::AnaStateChanged& c, Applying& st);
@@ -277,7 +287,8 @@ class TargetCore final : public transport::TargetQueueHandler {
   void reservation_lock_granted(CoreQueue& q, transport::TargetRequest& req) noexcept;
   std::vector<uint8_t> reservation_log_locked(Controller& ctrl, const protocol::GetLogPageCommand& cmd,
                                               protocol::Status& status);
-  // The namespace `nsid` of the controller's subsystem as it is now, or null (takes mu_).
+  // The namespace `nsid` of the controller's subsystem as it is now, or null: none, or masked from its host
+  // (takes mu_).
   std::shared_ptr<Namespace> active_namespace(const Controller& ctrl, uint32_t nsid) const;
   void set_reservation_feature(CoreQueue& q, transport::TargetRequest& req) noexcept;  // FID 82h, 83h
   void get_reservation_feature(CoreQueue& q, transport::TargetRequest& req) noexcept;

@@ -230,6 +230,13 @@ inline bool data_in_capsule_or_fetch(TargetRequest& req, Stage stage) noexcept {
 }
 inline CoreQueue& core_queue(TargetRequest& req) noexcept { return *static_cast<CoreQueue*>(req.queue->core_queue); }
 
+// The namespace `nsid` as the queue's host sees it: null when there is none, or when it is masked from this
+// host (NamespaceConfig::hosts): to that host it is an inactive NSID.
+inline NsSlot* find_slot(CoreQueue& q, uint32_t nsid) noexcept {
+  NsSlot* const slot = q.view->find(nsid);
+  return slot != nullptr && slot->ns->config.visible_to(q.ctrl->hostnqn) ? slot : nullptr;
+}
+
 // Authentication Required (SCT 1h, SC 91h, DNR): a command other than a fabrics one on a queue that has not
 // authenticated yet (nvmet: NVME_SC_AUTH_REQUIRED | NVME_STATUS_DNR).
 inline constexpr Status kAuthRequired{protocol::StatusCodeType::command_specific, 0x91, true};

@@ -139,9 +139,11 @@ void TargetCore::edit_subsystem_locked(const std::string& nqn, const std::vector
   auto it = subsystems_.find(nqn);
   if (it == subsystems_.end()) return;  // planned against another running config
   Subsystem& sub = *it->second;
+  const std::shared_ptr<const NamespaceTable> before = sub.table;
   auto table = std::make_shared<NamespaceTable>(*sub.table);  // as it is now: a resize may have replaced one
   table->generation = st.generation;
   std::vector<uint32_t> changed;  // the Changed Namespace List: added, removed, replaced
+  std::vector<uint32_t> masked;   // seen by other hosts now
   auto erase_nsid = [&](uint32_t nsid) {
     std::erase_if(table->namespaces, [nsid](const auto& ns) { return ns->nsid == nsid; });
   };
@@ -166,6 +168,12 @@ void TargetCore::edit_subsystem_locked(const std::string& nqn, const std::vector
           (*ns)->ana_group.exchange(moved->to_group, std::memory_order_relaxed) != moved->to_group &&
           std::find(st.ana_subsystems.begin(), st.ana_subsystems.end(), &sub) == st.ana_subsystems.end())
         st.ana_subsystems.push_back(&sub);
+    } else if (const auto* m = std::get_if<change::NamespaceMasked>(&c)) {
+      auto ns = std::find_if(table->namespaces.begin(), table->namespaces.end(),
+                             [&](const auto& n) { return n->nsid == m->nsid; });
+      if (ns == table->namespaces.end()) continue;
+      *ns = masked_namespace(**ns, m->to);
+      masked.push_back(m->nsid);
     } else if (const auto* removed = std::get_if<change::NamespaceRemoved>(&c)) {
       erase_nsid(removed->nsid);
       changed.push_back(removed->nsid);
@@ -180,14 +188,29 @@ void TargetCore::edit_subsystem_locked(const std::string& nqn, const std::vector
   std::sort(table->namespaces.begin(), table->namespaces.end(),
             [](const auto& a, const auto& b) { return a->nsid < b->nsid; });
   std::sort(changed.begin(), changed.end());
-  if (!changed.empty()) {
+  std::sort(masked.begin(), masked.end());
+  if (!changed.empty() || !masked.empty()) {
     sub.table = table;
     st.tables.emplace_back(it->second, table);
   }
-  notify_subsystem_locked(sub, changed, st);
+  notify_subsystem_locked(sub, NamespaceChanges{*before, *table, changed, masked}, st);
 }
 
-void TargetCore::notify_subsystem_locked(Subsystem& sub, const std::vector<uint32_t>& changed, Applying& st) {
+std::vector<uint32_t> TargetCore::NamespaceChanges::seen_by(std::string_view hostnqn) const {
+  auto sees = [&](const NamespaceTable& t, uint32_t nsid) {
+    const auto* ns = t.find(nsid);
+    return ns != nullptr && (*ns)->config.visible_to(hostnqn);
+  };
+  std::vector<uint32_t> out;
+  for (uint32_t nsid : changed)  // added, removed, replaced: news to a host that sees it before or after
+    if (sees(before, nsid) || sees(after, nsid)) out.push_back(nsid);
+  for (uint32_t nsid : masked)  // news only where it appeared or disappeared
+    if (sees(before, nsid) != sees(after, nsid)) out.push_back(nsid);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void TargetCore::notify_subsystem_locked(Subsystem& sub, const NamespaceChanges& changes, Applying& st) {
   for (auto cit = controllers_.begin(); cit != controllers_.end();) {
     auto ctrl = cit++->second;  // teardown erases from controllers_
     if (ctrl->discovery || ctrl->subsys.get() != &sub) continue;
@@ -198,6 +221,7 @@ void TargetCore::notify_subsystem_locked(Subsystem& sub, const std::vector<uint3
       ++st.controllers_dropped;
       continue;
     }
+    const std::vector<uint32_t> changed = changes.seen_by(ctrl->hostnqn);
     if (changed.empty()) continue;
     ControllerRegistry::note_changed_namespaces(*ctrl, changed);
     st.notify.push_back(ControllerRegistry::release_of(ctrl));

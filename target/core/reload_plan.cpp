@@ -75,6 +75,7 @@ void plan_namespaces(const SubsystemConfig& running, const SubsystemConfig& next
     } else if (same_backend(*old, nc)) {
       if (old->ana_group != nc.ana_group)
         out.push_back(change::NamespaceMoved{next.nqn, nc.nsid, old->ana_group, nc.ana_group});
+      if (old->hosts != nc.hosts) out.push_back(change::NamespaceMasked{next.nqn, nc.nsid, old->hosts, nc.hosts});
     } else if (only_size_differs(*old, nc)) {
       out.push_back(change::NamespaceResized{next.nqn, nc, old->size});
     } else {
@@ -203,6 +204,11 @@ void apply_to_config(TargetConfig& config, const ChangeList& changes) {
                        if (NamespaceConfig* nc = find_namespace(sc, m.nsid)) nc->ana_group = m.to_group;
                      });
                    },
+                   [&](const change::NamespaceMasked& m) {
+                     edit(m.nqn, [&](SubsystemConfig& sc) {
+                       if (NamespaceConfig* nc = find_namespace(sc, m.nsid)) nc->hosts = m.to;
+                     });
+                   },
                    [&](const change::ListenersChanged& l) { config.listeners = l.listeners; },
                    [](const change::AnaStateChanged&) {},
                    [](const change::DiscoveryLogChanged&) {},
@@ -220,6 +226,7 @@ const std::string* edited_subsystem(const Change& change) noexcept {
                         [](const change::NamespaceResized& c) { return &c.nqn; },
                         [](const change::NamespaceRemoved& c) { return &c.nqn; },
                         [](const change::NamespaceMoved& c) { return &c.nqn; },
+                        [](const change::NamespaceMasked& c) { return &c.nqn; },
                         [](const auto&) -> const std::string* { return nullptr; },
                     },
                     change);
@@ -251,6 +258,12 @@ std::string describe(const Change& change) {
           [](const change::NamespaceMoved& c) {
             return fmt::format("namespace moved {}:{} ANA group {} -> {}", c.nqn, c.nsid, c.from_group, c.to_group);
           },
+          [](const change::NamespaceMasked& c) {
+            auto who = [](const std::vector<std::string>& h) {
+              return h.empty() ? std::string("every allowed host") : fmt::format("{}", fmt::join(h, ", "));
+            };
+            return fmt::format("namespace masked {}:{} {} -> {}", c.nqn, c.nsid, who(c.from), who(c.to));
+          },
           [](const change::ListenersChanged& c) {
             return fmt::format("listeners changed{}", c.endpoints_changed ? " (endpoints)" : "");
           },
@@ -265,10 +278,10 @@ std::string describe(const Change& change) {
 
 std::string ReloadSummary::describe() const {
   return fmt::format(
-      "subsystems +{} -{}, namespaces +{} -{} ~{}, host lists changed {}, controllers dropped {}, ANA changes {}, "
-      "discovery log {}",
+      "subsystems +{} -{}, namespaces +{} -{} ~{}, host lists changed {}, masks changed {}, controllers dropped {}, "
+      "ANA changes {}, discovery log {}",
       subsystems_added, subsystems_removed, namespaces_added, namespaces_removed, namespaces_changed,
-      host_lists_changed, controllers_dropped, ana_changes, discovery_changed ? "changed" : "unchanged");
+      host_lists_changed, masks_changed, controllers_dropped, ana_changes, discovery_changed ? "changed" : "unchanged");
 }
 
 ReloadSummary summarize(const ChangeList& changes) {
@@ -289,6 +302,7 @@ ReloadSummary summarize(const ChangeList& changes) {
                    [&](const change::NamespaceResized&) { ++s.namespaces_changed; },
                    [&](const change::NamespaceRemoved&) { ++s.namespaces_removed; },
                    [&](const change::NamespaceMoved&) { ++s.ana_changes; },
+                   [&](const change::NamespaceMasked&) { ++s.masks_changed; },
                    [&](const change::AnaStateChanged&) { ++s.ana_changes; },
                    [&](const change::DiscoveryLogChanged&) { s.discovery_changed = true; },
                    [](const auto&) {},

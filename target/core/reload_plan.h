@@ -77,6 +77,14 @@ struct NamespaceMoved {
   uint32_t from_group = 0;
   uint32_t to_group = 0;
 };
+// Who sees it (NamespaceConfig::hosts, sorted; empty = every allowed host): the same backend; Namespace
+// Attribute Changed goes only to the controllers whose view of it changed.
+struct NamespaceMasked {
+  std::string nqn;
+  uint32_t nsid = 0;
+  std::vector<std::string> from;
+  std::vector<std::string> to;
+};
 // The listener table (endpoints, roles, TLS, ANA keys). A listener whose key was there keeps its ANA port and
 // its states (AnaStateChanged moves them); a new one starts with its configured states.
 // endpoints_changed: the keys or their order differ, which the discovery log shows and which can leave an
@@ -96,10 +104,11 @@ struct AnaStateChanged {
 struct DiscoveryLogChanged {};
 }  // namespace change
 
-using Change = std::variant<change::SubsystemAdded, change::SubsystemRemoved, change::HostsChanged,
-                            change::SettingsChanged, change::NamespaceAdded, change::NamespaceReplaced,
-                            change::NamespaceResized, change::NamespaceRemoved, change::NamespaceMoved,
-                            change::ListenersChanged, change::AnaStateChanged, change::DiscoveryLogChanged>;
+using Change =
+    std::variant<change::SubsystemAdded, change::SubsystemRemoved, change::HostsChanged, change::SettingsChanged,
+                 change::NamespaceAdded, change::NamespaceReplaced, change::NamespaceResized, change::NamespaceRemoved,
+                 change::NamespaceMoved, change::NamespaceMasked, change::ListenersChanged, change::AnaStateChanged,
+                 change::DiscoveryLogChanged>;
 using ChangeList = std::vector<Change>;
 
 // The changes that turn `running` into `next`, in the order the core applies them:
@@ -130,6 +139,7 @@ struct ReloadSummary {
   unsigned namespaces_added = 0;
   unsigned namespaces_removed = 0;
   unsigned namespaces_changed = 0;   // replaced: a new backend under the same NSID (resized ones too)
+  unsigned masks_changed = 0;        // namespaces whose host list (masking) changed
   unsigned host_lists_changed = 0;
   unsigned controllers_dropped = 0;  // hosts no longer allowed, subsystems removed, listener now discovery-only
   unsigned ana_changes = 0;          // group states changed on a listener + namespaces moved to another group

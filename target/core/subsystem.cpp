@@ -56,18 +56,32 @@ Result<std::shared_ptr<Namespace>> open_namespace(const NamespaceConfig& config,
   return ns;
 }
 
-std::shared_ptr<Namespace> resized_namespace(const Namespace& ns, uint64_t num_blocks) {
+namespace {
+// Another Namespace object of the same namespace: the same backend, blocks, locks and reservations.
+std::shared_ptr<Namespace> copy_namespace(const Namespace& ns) {
   auto out = std::make_shared<Namespace>();
   out->nsid = ns.nsid;
   out->config = ns.config;
   out->backend = ns.backend;
   out->geometry = ns.geometry;
-  out->geometry.num_blocks = num_blocks;
   out->read_only = ns.read_only;
   out->lbads = ns.lbads;
   out->ana_group.store(ns.ana_group.load(std::memory_order_relaxed), std::memory_order_relaxed);
-  out->range_locks = ns.range_locks;  // the same blocks
+  out->range_locks = ns.range_locks;
   out->reservations = ns.reservations;
+  return out;
+}
+}  // namespace
+
+std::shared_ptr<Namespace> resized_namespace(const Namespace& ns, uint64_t num_blocks) {
+  auto out = copy_namespace(ns);
+  out->geometry.num_blocks = num_blocks;
+  return out;
+}
+
+std::shared_ptr<Namespace> masked_namespace(const Namespace& ns, std::vector<std::string> hosts) {
+  auto out = copy_namespace(ns);
+  out->config.hosts = std::move(hosts);
   return out;
 }
 

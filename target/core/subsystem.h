@@ -64,6 +64,8 @@ Result<std::shared_ptr<Namespace>> open_namespace(const NamespaceConfig& config,
                                                   const NamespaceHooks& hooks = {});
 // The same namespace (config, backend, ANA group) with another size: what a resize publishes.
 std::shared_ptr<Namespace> resized_namespace(const Namespace& ns, uint64_t num_blocks);
+// The same namespace seen by other hosts (NamespaceConfig::hosts, sorted): what a mask change publishes.
+std::shared_ptr<Namespace> masked_namespace(const Namespace& ns, std::vector<std::string> hosts);
 
 namespace testing {
 // Test seam: every backend opened from now on is passed through `wrap` (e.g. to delay its completions).

@@ -116,12 +116,29 @@ TEST(AnaRegistryTest, TheLogListsGroupOneTheListenersGroupsAndTheNamespaces) {
       {5, AnaState::optimized, 1, {}},  // named by the other listener; optimized on this one
       {7, AnaState::optimized, 1, {2}},
   };
-  EXPECT_EQ(ana.log_page(port.get(), table, false), protocol::make_ana_log(1, expected, false));
-  EXPECT_EQ(ana.log_page(port.get(), table, true), protocol::make_ana_log(1, expected, true));
+  EXPECT_EQ(ana.log_page(port.get(), table, "nqn.h", false), protocol::make_ana_log(1, expected, false));
+  EXPECT_EQ(ana.log_page(port.get(), table, "nqn.h", true), protocol::make_ana_log(1, expected, true));
   // No port (a controller without one): the fallback's states, all optimized.
   auto all_optimized = expected;
   all_optimized[1].state = AnaState::optimized;
-  EXPECT_EQ(ana.log_page(nullptr, table, false), protocol::make_ana_log(1, all_optimized, false));
+  EXPECT_EQ(ana.log_page(nullptr, table, "nqn.h", false), protocol::make_ana_log(1, all_optimized, false));
+}
+
+// A namespace masked from a host is not in that host's ANA log (an inactive NSID to it).
+TEST(AnaRegistryTest, TheLogLeavesOutNamespacesMaskedFromTheHost) {
+  AnaRegistry ana(two_listeners());
+  NamespaceTable table;
+  for (uint32_t nsid : {1u, 2u}) {
+    auto ns = std::make_shared<Namespace>();
+    ns->nsid = nsid;
+    if (nsid == 2) ns->config.hosts = {"nqn.only"};
+    table.namespaces.push_back(ns);
+  }
+  // Group 2 is named by a listener: listed, empty. No port: every group optimized.
+  const std::vector<protocol::AnaGroupEntry> other{{1, AnaState::optimized, 0, {1}}, {2, AnaState::optimized, 0, {}}};
+  const std::vector<protocol::AnaGroupEntry> only{{1, AnaState::optimized, 0, {1, 2}}, {2, AnaState::optimized, 0, {}}};
+  EXPECT_EQ(ana.log_page(nullptr, table, "nqn.other", false), protocol::make_ana_log(0, other, false));
+  EXPECT_EQ(ana.log_page(nullptr, table, "nqn.only", false), protocol::make_ana_log(0, only, false));
 }
 
 }  // namespace

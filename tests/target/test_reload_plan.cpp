@@ -195,6 +195,9 @@ subsystems:
       - {nsid: 2, backend: ram, size: 1MiB}
       - {nsid: 1, backend: ram, size: 1MiB}
 )"},
+      {"a namespace masked to one host: the same backend",
+       [](TargetConfig& c) { ns_of(c, kA, 2).hosts = {"nqn.2014-08.org.nvmexpress:uuid:h1"}; },
+       {"namespace masked nqn.2024-11.io.rdmablk:a:2 every allowed host -> nqn.2014-08.org.nvmexpress:uuid:h1"}},
       {"subsystems removed by NQN", [](TargetConfig& c) { c.subsystems.clear(); },
        {"subsystem removed nqn.2024-11.io.rdmablk:a (1 namespaces)",
         "subsystem removed nqn.2024-11.io.rdmablk:m (1 namespaces)",
@@ -297,7 +300,7 @@ TEST(ReloadPlan, ChangesCarryWhatTheApplierNeeds) {
 
 TEST(ReloadPlan, SummaryIsWhatTheLogLinePrints) {
   EXPECT_EQ(summarize({}).describe(),
-            "subsystems +0 -0, namespaces +0 -0 ~0, host lists changed 0, controllers dropped 0, ANA changes 0, "
+            "subsystems +0 -0, namespaces +0 -0 ~0, host lists changed 0, masks changed 0, controllers dropped 0, ANA changes 0, "
             "discovery log unchanged");
   const Row& several = rows().back();
   const TargetConfig running = parse_ok(several.old);
@@ -312,7 +315,7 @@ TEST(ReloadPlan, SummaryIsWhatTheLogLinePrints) {
   EXPECT_EQ(s.ana_changes, 1u);
   s.controllers_dropped = 4;  // the applier's count
   EXPECT_EQ(s.describe(),
-            "subsystems +1 -1, namespaces +2 -2 ~1, host lists changed 1, controllers dropped 4, ANA changes 1, "
+            "subsystems +1 -1, namespaces +2 -2 ~1, host lists changed 1, masks changed 0, controllers dropped 4, ANA changes 1, "
             "discovery log changed");
 }
 
