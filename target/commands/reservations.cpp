@@ -60,11 +60,6 @@ bool queue_notice(Controller& ctrl, uint32_t nsid, rv::ReservationNotice type) {
   return true;
 }
 
-template <typename T>
-T load_data(const TargetRequest& req) noexcept {
-  return protocol::load<T>(req.data);
-}
-
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------------------
@@ -101,17 +96,17 @@ void TargetCore::reservation_data_ready(CoreQueue& q, TargetRequest& req) noexce
   rv::Outcome out;
   switch (static_cast<IoOpcode>(req.sqe.hdr.opcode)) {
     case IoOpcode::reservation_register:
-      out =
-          resv.register_key(host, rv::RegisterRequest::from(protocol::as<protocol::ReservationRegisterCommand>(req.sqe),
-                                                            load_data<protocol::ReservationRegisterData>(req)));
+      out = resv.register_key(host,
+                              rv::RegisterRequest::from(protocol::as<protocol::ReservationRegisterCommand>(req.sqe),
+                                                        protocol::load<protocol::ReservationRegisterData>(req.data)));
       break;
     case IoOpcode::reservation_acquire:
       out = resv.acquire(host, rv::AcquireRequest::from(protocol::as<protocol::ReservationAcquireCommand>(req.sqe),
-                                                        load_data<protocol::ReservationAcquireData>(req)));
+                                                        protocol::load<protocol::ReservationAcquireData>(req.data)));
       break;
     case IoOpcode::reservation_release:
       out = resv.release(host, rv::ReleaseRequest::from(protocol::as<protocol::ReservationReleaseCommand>(req.sqe),
-                                                        load_data<protocol::ReservationReleaseData>(req)));
+                                                        protocol::load<protocol::ReservationReleaseData>(req.data)));
       break;
     default: out.status = st::internal_error; break;
   }
