@@ -106,6 +106,42 @@ struct ListenerConfig {
   SourceLocation port_at;     // its `port` value (or the mapping when defaulted)
 };
 
+// QoS limits of a namespace, or of one host on it (`qos:`; SPDK's four per-bdev limits). 0 = unlimited.
+// Only Read and Write commands count; bandwidth counts their data (NLB x block size), in MB of 10^6 bytes.
+struct QosLimits {
+  uint64_t iops = 0;        // reads + writes per second
+  uint64_t mbps = 0;        // read + write MB/s
+  uint64_t read_mbps = 0;   // read MB/s
+  uint64_t write_mbps = 0;  // write MB/s
+
+  bool any() const noexcept { return iops != 0 || mbps != 0 || read_mbps != 0 || write_mbps != 0; }
+  friend bool operator==(const QosLimits&, const QosLimits&) = default;
+};
+
+// One host's own limits on a namespace (on top of the namespace's).
+struct HostQosConfig {
+  std::string host;  // host NQN
+  QosLimits limits;
+  SourceLocation at;  // its entry
+  friend bool operator==(const HostQosConfig& a, const HostQosConfig& b) noexcept {
+    return a.host == b.host && a.limits == b.limits;
+  }
+};
+
+// A namespace's `qos:`: its limits and per-host ones (hosts in the order given, each once).
+struct NamespaceQosConfig {
+  QosLimits limits;
+  std::vector<HostQosConfig> hosts;
+  SourceLocation at;  // the `qos` value (line 0 when not given)
+
+  bool any() const noexcept {
+    return limits.any() || std::any_of(hosts.begin(), hosts.end(), [](const auto& h) { return h.limits.any(); });
+  }
+  friend bool operator==(const NamespaceQosConfig& a, const NamespaceQosConfig& b) noexcept {
+    return a.limits == b.limits && a.hosts == b.hosts;
+  }
+};
+
 enum class BackendKind : uint8_t { file, ram, null, rbd };
 const char* backend_kind_name(BackendKind k) noexcept;  // "file" / "ram" / "null" / "rbd"
 
@@ -138,6 +174,8 @@ struct NamespaceConfig {
   // Namespace masking: the host NQNs that see this namespace, sorted; empty = every host the subsystem
   // allows. The others get it as an inactive NSID (Identify, I/O, logs).
   std::vector<std::string> hosts;
+  // QoS limits (docs/configuration.md#qos); changed live by a reload (change::QosChanged).
+  NamespaceQosConfig qos;
 
   // Whether a host sees it.
   bool visible_to(std::string_view hostnqn) const noexcept {

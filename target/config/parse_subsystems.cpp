@@ -151,6 +151,7 @@ void Parser::parse_namespaces(const Mapping& m, const std::string& path, SourceL
              "duplicate NSID " + std::to_string(ns.nsid) + " (first at line " + std::to_string(it->second) + ")");
       }
       check_namespace_hosts(sub, ns, ns_path + ".hosts");
+      check_namespace_qos(sub, ns, ns_path + ".qos");
       sub.namespaces.push_back(std::move(ns));
     }
     if (items.empty()) warn(f->value_at, f->path, "no namespaces: hosts will see an empty subsystem");
@@ -247,7 +248,7 @@ NamespaceConfig Parser::parse_namespace(const YAML::Node& node, const std::strin
   if (!node.IsMap()) fail(at, path, std::string("expected a mapping (nsid, backend, ...), got a ") + node_kind(node));
   Mapping m(*this, node, path, at,
             {"nsid", "backend", "path", "size", "block_size", "direct", "read_only", "uuid", "nguid", "pool", "image",
-             "namespace", "ceph_conf", "client", "keyring", "ana_group", "hosts"});
+             "namespace", "ceph_conf", "client", "keyring", "ana_group", "hosts", "qos"});
   NamespaceConfig ns;
   ns.at = at;
 
@@ -314,6 +315,7 @@ NamespaceConfig Parser::parse_namespace(const YAML::Node& node, const std::strin
   if (const Field* f = m.find("read_only")) ns.read_only = boolean(*f);
   if (const Field* f = m.find("ana_group")) ns.ana_group = integer32(*f, 1, kAnaGroupMax);
   if (const Field* f = m.find("hosts")) parse_namespace_hosts(*f, ns);
+  if (const Field* f = m.find("qos")) parse_namespace_qos(*f, ns);
 
   parse_ids(m, ns);
   return ns;

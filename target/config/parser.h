@@ -198,6 +198,9 @@ class Parser : public config::Reader {
   void parse_ids(const Mapping& m, NamespaceConfig& ns) const;
   void parse_namespace_hosts(const Field& f, NamespaceConfig& ns) const;
   void check_namespace_hosts(const SubsystemConfig& sub, const NamespaceConfig& ns, const std::string& path) const;
+  void parse_namespace_qos(const Field& f, NamespaceConfig& ns) const;  // parse_qos.cpp
+  QosLimits parse_qos_limits(const Mapping& m) const;
+  void check_namespace_qos(const SubsystemConfig& sub, const NamespaceConfig& ns, const std::string& path) const;
   void warn_unused_psks(const TargetConfig& config);
   HostConfig parse_host(const YAML::Node& node, const std::string& path, SourceLocation at);
   TlsPskConfig parse_tls_psk(const Mapping& m) const;
