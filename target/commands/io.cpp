@@ -274,6 +274,15 @@ void end_write(TargetRequest& req) noexcept {
 }
 
 void TargetCore::submit_io(CoreQueue& q, TargetRequest& req) noexcept {
+  const RequestState& rs = request_state(req);
+  // An unlimited namespace pays this one check (a relaxed load); Compare, Copy and fused phases pass.
+  if (rs.channel != nullptr && rs.channel->qos->active() && rs.phase == Phase::single &&
+      (rs.op == backend::Op::read || rs.op == backend::Op::write) && !q.rs->qos_admit(q, req))
+    return;  // waits for its budget: qos_release -> submit_admitted
+  submit_admitted(q, req);
+}
+
+void TargetCore::submit_admitted(CoreQueue& q, TargetRequest& req) noexcept {
   RequestState& rs = request_state(req);
   if (!takes_range(rs)) {
     q.rs->submit(q, req);

@@ -257,7 +257,10 @@ class TargetCore final : public transport::TargetQueueHandler {
   void io_data_ready(CoreQueue& q, transport::TargetRequest& req, protocol::Status status) noexcept;
   // Runs a prepared command's backend requests; a write-class one first enters its namespace's RangeLocks,
   // and waits there while its blocks are locked (range_granted goes on).
+  // A Read or Write of a namespace with QoS limits first waits for its budget (qos_gate.cpp), then goes on
+  // in submit_admitted.
   void submit_io(CoreQueue& q, transport::TargetRequest& req) noexcept;
+  void submit_admitted(CoreQueue& q, transport::TargetRequest& req) noexcept;
   void range_granted(transport::TargetRequest& req) noexcept;  // on the request's reactor
   void io_request_done(CoreQueue& q, transport::TargetRequest& req) noexcept;
 

@@ -24,6 +24,7 @@
 #include "target/core/range_lock.h"
 #include "target/core/stats.h"
 #include "target/core/subsystem.h"
+#include "target/qos/namespace_qos.h"
 #include "transport/reactor.h"
 #include "transport/slot_fifo.h"
 #include "transport/target_queue.h"
@@ -62,6 +63,13 @@ struct NsChannel {
     NsChannel* channel = nullptr;
   } watch;
   bool watched = false;
+  // QoS (qos_gate.cpp): ns->qos, this reactor's allowances from it, and the commands over its limits, in
+  // arrival order: [0] those limited by the namespace only, [1 + i] those of the host with limits i.
+  qos::NamespaceQos* qos = nullptr;
+  qos::ReactorQos qos_local;
+  std::vector<transport::PtrFifo<TargetRequest, &next_parked_of>> qos_waiting;
+  uint32_t qos_parked = 0;  // commands in qos_waiting
+  uint64_t qos_timer = 0;   // the release timer while commands wait (0 = none)
 };
 
 struct NsSlot {
@@ -104,6 +112,9 @@ class ReactorState final : public transport::Poller {
   void submit(CoreQueue& q, TargetRequest& req) noexcept;
   // From any thread: the range lock `req` waited for let it go (TargetCore::range_granted on this thread).
   void post_range_granted(TargetRequest& req) noexcept;
+  // QoS (qos_gate.cpp): true when a Read or Write may go to the backend now; false when it waits for its
+  // namespace's (or host's) budget, in arrival order, and a timer hands it to TargetCore::submit_admitted.
+  bool qos_admit(CoreQueue& q, TargetRequest& req) noexcept;
   bool poll() noexcept override;
   void detach() noexcept;  // remove the poller and the fd watches (destruction)
 
@@ -121,6 +132,9 @@ class ReactorState final : public transport::Poller {
   void park(NsChannel& ch, CoreQueue& q, TargetRequest& req, bool front) noexcept;
   // After a reap made room: parked commands go on, in order, until the backend queue is full again.
   void resume_parked(NsChannel& ch) noexcept;
+  // QoS: releases what the budget allows now from each of the channel's waiting lists; re-arms the timer.
+  void qos_release(NsChannel& ch) noexcept;
+  void qos_arm(NsChannel& ch) noexcept;
 
   TargetCore& core_;
   CoreReactor& reactor_;
@@ -209,6 +223,8 @@ struct RequestState {
   TargetRequest* fused;    // a fused pair: the other half, until both complete
   uint64_t copy_blocks;    // Copy: blocks read so far (the next range's place in `scratch`)
   RangeWaiter range;       // writes and fused pairs: their entry in the namespace's RangeLocks
+  uint64_t qos_since_ns;   // QoS: when it began waiting for its namespace's (or host's) budget
+  int32_t qos_host;        // QoS: its host's index in NamespaceQos (-1: the namespace's limits only)
 };
 static_assert(sizeof(RequestState) <= sizeof(TargetRequest::core));
 static_assert(alignof(RequestState) <= 16);

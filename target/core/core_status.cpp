@@ -8,6 +8,30 @@
 namespace rdmablk::target {
 
 namespace {
+// A namespace's configured limits with what they held back: its own (from its statistics), then per host.
+std::vector<stats::QosStats> qos_stats(const Namespace& ns, const stats::IoStatsSnapshot& io) {
+  std::vector<stats::QosStats> out;
+  const NamespaceQosConfig& c = ns.config.qos;
+  if (!c.any()) return out;
+  auto entry = [](std::string host, const QosLimits& l) {
+    return stats::QosStats{std::move(host), l.iops, l.mbps, l.read_mbps, l.write_mbps, 0, 0};
+  };
+  out.push_back(entry("", c.limits));
+  out.back().throttled_commands = io.throttled_commands;
+  out.back().throttled_ns = io.throttled_ns;
+  for (const HostQosConfig& h : c.hosts) {
+    out.push_back(entry(h.host, h.limits));
+    if (const int i = ns.qos->host_index(h.host); i >= 0) {
+      const qos::HostThrottle& t = ns.qos->host_throttle(static_cast<std::size_t>(i));
+      out.back().throttled_commands = t.commands.load(std::memory_order_relaxed);
+      out.back().throttled_ns = t.ns.load(std::memory_order_relaxed);
+    }
+  }
+  return out;
+}
+}  // namespace
+
+namespace {
 
 std::string hex(const std::array<uint8_t, 16>& bytes) {
   std::string s;
@@ -52,7 +76,7 @@ stats::IoStatsSnapshot TargetCore::namespace_io(const std::string& nqn, uint32_t
 }
 
 void TargetCore::fill_status(TargetStatus& out) const {
-  std::vector<std::pair<std::string, uint32_t>> namespaces;
+  std::vector<std::pair<std::string, std::shared_ptr<const Namespace>>> namespaces;
   {
     std::lock_guard lock(mu_);
     for (const auto& [nqn, sub] : subsystems_) {
@@ -67,7 +91,7 @@ void TargetCore::fill_status(TargetStatus& out) const {
       for (const auto& [host, source] : sub->tls_psk_sources) s.tls_psk_hosts.push_back({host, source});
       for (const auto& ns : sub->table->namespaces) {
         s.namespaces.push_back(namespace_status(nqn, *ns));
-        namespaces.emplace_back(nqn, ns->nsid);
+        namespaces.emplace_back(nqn, ns);
       }
       out.subsystems.push_back(std::move(s));
     }
@@ -103,11 +127,12 @@ void TargetCore::fill_status(TargetStatus& out) const {
     }
   }
   // Per-reactor blocks have their own locks: merged outside the core's.
-  for (auto& [nqn, nsid] : namespaces) {
+  for (auto& [nqn, n] : namespaces) {
     stats::NamespaceStats ns;
     ns.subsystem = nqn;
-    ns.nsid = nsid;
-    ns.io = namespace_io(nqn, nsid);
+    ns.nsid = n->nsid;
+    ns.io = namespace_io(nqn, n->nsid);
+    ns.qos = qos_stats(*n, ns.io);
     out.namespace_stats.push_back(std::move(ns));
   }
 }

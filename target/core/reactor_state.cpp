@@ -30,7 +30,11 @@ void ReactorState::detach() noexcept {
     reactor_.remove_poller(this);
     poller_added_ = false;
   }
-  for (auto& ch : channels_) unwatch(*ch);
+  for (auto& ch : channels_) {
+    unwatch(*ch);
+    if (ch->qos_timer != 0) reactor_.cancel(ch->qos_timer);
+    ch->qos_timer = 0;
+  }
 }
 
 void ReactorState::unwatch(NsChannel& ch) noexcept {
@@ -104,6 +108,9 @@ NsChannel* ReactorState::channel(NsSlot& slot) noexcept {
     ch->ns = slot.ns;
     ch->queue = std::move(*queue);
     ch->fixed_buffers = !opts.buffers.empty();
+    ch->qos = slot.ns->qos.get();
+    ch->qos_local.hosts.resize(ch->qos->host_count());
+    ch->qos_waiting.resize(ch->qos->host_count() + 1);
     slot.channel = ch.get();
     if (const int fd = ch->queue->event_fd(); fd >= 0) {
       ch->watch.channel = ch.get();
@@ -155,7 +162,8 @@ bool ReactorState::poll() noexcept {
   }
   if (retired) {
     std::erase_if(channels_, [this](const std::unique_ptr<NsChannel>& ch) {
-      if (!ch->retired || ch->in_flight != 0 || !ch->parked.empty() || ch->queue->in_flight() != 0)
+      if (!ch->retired || ch->in_flight != 0 || !ch->parked.empty() || ch->queue->in_flight() != 0 ||
+          ch->qos_parked != 0 || ch->qos_timer != 0)
         return false;
       unwatch(*ch);
       return true;

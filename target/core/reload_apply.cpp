@@ -144,6 +144,7 @@ void TargetCore::edit_subsystem_locked(const std::string& nqn, const std::vector
   table->generation = st.generation;
   std::vector<uint32_t> changed;  // the Changed Namespace List: added, removed, replaced
   std::vector<uint32_t> masked;   // seen by other hosts now
+  bool requalified = false;       // QoS limits changed
   auto erase_nsid = [&](uint32_t nsid) {
     std::erase_if(table->namespaces, [nsid](const auto& ns) { return ns->nsid == nsid; });
   };
@@ -174,6 +175,12 @@ void TargetCore::edit_subsystem_locked(const std::string& nqn, const std::vector
       if (ns == table->namespaces.end()) continue;
       *ns = masked_namespace(**ns, m->to);
       masked.push_back(m->nsid);
+    } else if (const auto* q = std::get_if<change::QosChanged>(&c)) {
+      auto ns = std::find_if(table->namespaces.begin(), table->namespaces.end(),
+                             [&](const auto& n) { return n->nsid == q->nsid; });
+      if (ns == table->namespaces.end()) continue;
+      *ns = qos_namespace(**ns, q->to);  // no event: hosts see nothing of a limit
+      requalified = true;
     } else if (const auto* removed = std::get_if<change::NamespaceRemoved>(&c)) {
       erase_nsid(removed->nsid);
       changed.push_back(removed->nsid);
@@ -189,7 +196,7 @@ void TargetCore::edit_subsystem_locked(const std::string& nqn, const std::vector
             [](const auto& a, const auto& b) { return a->nsid < b->nsid; });
   std::sort(changed.begin(), changed.end());
   std::sort(masked.begin(), masked.end());
-  if (!changed.empty() || !masked.empty()) {
+  if (!changed.empty() || !masked.empty() || requalified) {
     sub.table = table;
     st.tables.emplace_back(it->second, table);
   }

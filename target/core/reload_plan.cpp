@@ -76,6 +76,7 @@ void plan_namespaces(const SubsystemConfig& running, const SubsystemConfig& next
       if (old->ana_group != nc.ana_group)
         out.push_back(change::NamespaceMoved{next.nqn, nc.nsid, old->ana_group, nc.ana_group});
       if (old->hosts != nc.hosts) out.push_back(change::NamespaceMasked{next.nqn, nc.nsid, old->hosts, nc.hosts});
+      if (old->qos != nc.qos) out.push_back(change::QosChanged{next.nqn, nc.nsid, old->qos, nc.qos});
     } else if (only_size_differs(*old, nc)) {
       out.push_back(change::NamespaceResized{next.nqn, nc, old->size});
     } else {
@@ -209,6 +210,11 @@ void apply_to_config(TargetConfig& config, const ChangeList& changes) {
                        if (NamespaceConfig* nc = find_namespace(sc, m.nsid)) nc->hosts = m.to;
                      });
                    },
+                   [&](const change::QosChanged& q) {
+                     edit(q.nqn, [&](SubsystemConfig& sc) {
+                       if (NamespaceConfig* nc = find_namespace(sc, q.nsid)) nc->qos = q.to;
+                     });
+                   },
                    [&](const change::ListenersChanged& l) { config.listeners = l.listeners; },
                    [](const change::AnaStateChanged&) {},
                    [](const change::DiscoveryLogChanged&) {},
@@ -227,10 +233,28 @@ const std::string* edited_subsystem(const Change& change) noexcept {
                         [](const change::NamespaceRemoved& c) { return &c.nqn; },
                         [](const change::NamespaceMoved& c) { return &c.nqn; },
                         [](const change::NamespaceMasked& c) { return &c.nqn; },
+                        [](const change::QosChanged& c) { return &c.nqn; },
                         [](const auto&) -> const std::string* { return nullptr; },
                     },
                     change);
 }
+
+namespace {
+// "unlimited", or e.g. "iops 5000 mbps 200 [nqn.h: iops 1000]".
+std::string describe_qos(const NamespaceQosConfig& q) {
+  auto limits = [](const QosLimits& l) {
+    std::vector<std::string> parts;
+    if (l.iops != 0) parts.push_back(fmt::format("iops {}", l.iops));
+    if (l.mbps != 0) parts.push_back(fmt::format("mbps {}", l.mbps));
+    if (l.read_mbps != 0) parts.push_back(fmt::format("read_mbps {}", l.read_mbps));
+    if (l.write_mbps != 0) parts.push_back(fmt::format("write_mbps {}", l.write_mbps));
+    return parts.empty() ? std::string("unlimited") : fmt::format("{}", fmt::join(parts, " "));
+  };
+  std::string out = limits(q.limits);
+  for (const HostQosConfig& h : q.hosts) out += fmt::format(" [{}: {}]", h.host, limits(h.limits));
+  return out;
+}
+}  // namespace
 
 std::string describe(const Change& change) {
   return std::visit(
@@ -264,6 +288,10 @@ std::string describe(const Change& change) {
             };
             return fmt::format("namespace masked {}:{} {} -> {}", c.nqn, c.nsid, who(c.from), who(c.to));
           },
+          [](const change::QosChanged& c) {
+            return fmt::format("namespace QoS changed {}:{} {} -> {}", c.nqn, c.nsid, describe_qos(c.from),
+                               describe_qos(c.to));
+          },
           [](const change::ListenersChanged& c) {
             return fmt::format("listeners changed{}", c.endpoints_changed ? " (endpoints)" : "");
           },
@@ -278,10 +306,10 @@ std::string describe(const Change& change) {
 
 std::string ReloadSummary::describe() const {
   return fmt::format(
-      "subsystems +{} -{}, namespaces +{} -{} ~{}, host lists changed {}, masks changed {}, controllers dropped {}, "
-      "ANA changes {}, discovery log {}",
+      "subsystems +{} -{}, namespaces +{} -{} ~{}, host lists changed {}, masks changed {}, QoS changed {}, "
+      "controllers dropped {}, ANA changes {}, discovery log {}",
       subsystems_added, subsystems_removed, namespaces_added, namespaces_removed, namespaces_changed,
-      host_lists_changed, masks_changed, controllers_dropped, ana_changes, discovery_changed ? "changed" : "unchanged");
+      host_lists_changed, masks_changed, qos_changed, controllers_dropped, ana_changes, discovery_changed ? "changed" : "unchanged");
 }
 
 ReloadSummary summarize(const ChangeList& changes) {
@@ -303,6 +331,7 @@ ReloadSummary summarize(const ChangeList& changes) {
                    [&](const change::NamespaceRemoved&) { ++s.namespaces_removed; },
                    [&](const change::NamespaceMoved&) { ++s.ana_changes; },
                    [&](const change::NamespaceMasked&) { ++s.masks_changed; },
+                   [&](const change::QosChanged&) { ++s.qos_changed; },
                    [&](const change::AnaStateChanged&) { ++s.ana_changes; },
                    [&](const change::DiscoveryLogChanged&) { s.discovery_changed = true; },
                    [](const auto&) {},

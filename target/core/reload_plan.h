@@ -85,6 +85,13 @@ struct NamespaceMasked {
   std::vector<std::string> from;
   std::vector<std::string> to;
 };
+// Its QoS limits (NamespaceConfig::qos): the same backend, the new limits live on every reactor; no event.
+struct QosChanged {
+  std::string nqn;
+  uint32_t nsid = 0;
+  NamespaceQosConfig from;
+  NamespaceQosConfig to;
+};
 // The listener table (endpoints, roles, TLS, ANA keys). A listener whose key was there keeps its ANA port and
 // its states (AnaStateChanged moves them); a new one starts with its configured states.
 // endpoints_changed: the keys or their order differ, which the discovery log shows and which can leave an
@@ -107,8 +114,8 @@ struct DiscoveryLogChanged {};
 using Change =
     std::variant<change::SubsystemAdded, change::SubsystemRemoved, change::HostsChanged, change::SettingsChanged,
                  change::NamespaceAdded, change::NamespaceReplaced, change::NamespaceResized, change::NamespaceRemoved,
-                 change::NamespaceMoved, change::NamespaceMasked, change::ListenersChanged, change::AnaStateChanged,
-                 change::DiscoveryLogChanged>;
+                 change::NamespaceMoved, change::NamespaceMasked, change::QosChanged, change::ListenersChanged,
+                 change::AnaStateChanged, change::DiscoveryLogChanged>;
 using ChangeList = std::vector<Change>;
 
 // The changes that turn `running` into `next`, in the order the core applies them:
@@ -140,6 +147,7 @@ struct ReloadSummary {
   unsigned namespaces_removed = 0;
   unsigned namespaces_changed = 0;   // replaced: a new backend under the same NSID (resized ones too)
   unsigned masks_changed = 0;        // namespaces whose host list (masking) changed
+  unsigned qos_changed = 0;          // namespaces whose QoS limits changed
   unsigned host_lists_changed = 0;
   unsigned controllers_dropped = 0;  // hosts no longer allowed, subsystems removed, listener now discovery-only
   unsigned ana_changes = 0;          // group states changed on a listener + namespaces moved to another group

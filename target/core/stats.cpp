@@ -94,11 +94,15 @@ void IoStatsSnapshot::add(const IoStats& live) {
     if (key == 0) break;
     errors[key] += live.error_count_[i].load(std::memory_order_relaxed);
   }
+  throttled_commands += live.throttled_commands_.load(std::memory_order_relaxed);
+  throttled_ns += live.throttled_ns_.load(std::memory_order_relaxed);
 }
 
 void IoStatsSnapshot::merge(const IoStatsSnapshot& o) {
   for (unsigned c = 0; c < kOpClasses; ++c) ops[c].merge(o.ops[c]);
   for (const auto& [k, v] : o.errors) errors[k] += v;
+  throttled_commands += o.throttled_commands;
+  throttled_ns += o.throttled_ns;
 }
 
 uint64_t IoStatsSnapshot::total_commands() const noexcept {

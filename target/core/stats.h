@@ -69,6 +69,11 @@ class IoStats {
     bump(p.latency[latency_bucket(latency_ns)], 1);
     if (status_field != 0) record_error(status_field);
   }
+  // A command that waited `ns` for its QoS budget (target/core/qos_gate.cpp).
+  void record_throttled(uint64_t ns) noexcept {
+    bump(throttled_commands_, 1);
+    bump(throttled_ns_, ns);
+  }
 
  private:
   friend struct IoStatsSnapshot;
@@ -87,6 +92,8 @@ class IoStats {
   // Error slots: status field (0 = free) and count; claimed in order by the writer.
   std::array<std::atomic<uint16_t>, kErrorSlots> error_status_{};
   std::array<std::atomic<uint64_t>, kErrorSlots> error_count_{};
+  std::atomic<uint64_t> throttled_commands_{0};
+  std::atomic<uint64_t> throttled_ns_{0};
 };
 
 struct HistogramSnapshot {
@@ -114,6 +121,8 @@ struct OpSnapshot {
 struct IoStatsSnapshot {
   std::array<OpSnapshot, kOpClasses> ops{};
   std::map<uint16_t, uint64_t> errors;  // status field -> commands that completed with it
+  uint64_t throttled_commands = 0;      // commands that waited for a QoS budget
+  uint64_t throttled_ns = 0;            // the time they waited, summed
 
   void add(const IoStats& live);  // relaxed reads of a live block
   void merge(const IoStatsSnapshot& o);
@@ -128,10 +137,24 @@ std::string status_field_name(uint16_t status_field);
 
 // --- what the control socket and /metrics report ------------------------------------------------------
 
+// One set of QoS limits and how much it held commands back.
+struct QosStats {
+  std::string host;  // empty: the namespace's own limits; else the host NQN they are for
+  uint64_t iops = 0;  // the configured limits (0 = unlimited)
+  uint64_t mbps = 0;
+  uint64_t read_mbps = 0;
+  uint64_t write_mbps = 0;
+  uint64_t throttled_commands = 0;
+  uint64_t throttled_ns = 0;
+};
+
 struct NamespaceStats {
   std::string subsystem;  // NQN
   uint32_t nsid = 0;
   IoStatsSnapshot io;
+  // QoS: empty when the namespace has no limits; else its own (host empty, throttling from `io`) and then
+  // one per limited host.
+  std::vector<QosStats> qos;
 };
 
 struct ControllerStats {

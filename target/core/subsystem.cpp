@@ -48,6 +48,7 @@ Result<std::shared_ptr<Namespace>> open_namespace(const NamespaceConfig& config,
   ns->read_only = config.read_only || ns->geometry.caps.read_only;
   ns->lbads = static_cast<uint8_t>(std::countr_zero(ns->geometry.block_size));
   ns->ana_group.store(config.ana_group, std::memory_order_relaxed);
+  ns->qos = std::make_shared<qos::NamespaceQos>(config.qos);
   if (hooks.on_resize) ns->backend->watch_size(hooks.on_resize);
   ns->reservations = std::make_shared<reservations::NamespaceReservations>(
       reservations::reservation_store_for(*ns->backend, hooks.state_dir, subnqn, config.nsid),
@@ -69,6 +70,7 @@ std::shared_ptr<Namespace> copy_namespace(const Namespace& ns) {
   out->ana_group.store(ns.ana_group.load(std::memory_order_relaxed), std::memory_order_relaxed);
   out->range_locks = ns.range_locks;
   out->reservations = ns.reservations;
+  out->qos = ns.qos;
   return out;
 }
 }  // namespace
@@ -82,6 +84,17 @@ std::shared_ptr<Namespace> resized_namespace(const Namespace& ns, uint64_t num_b
 std::shared_ptr<Namespace> masked_namespace(const Namespace& ns, std::vector<std::string> hosts) {
   auto out = copy_namespace(ns);
   out->config.hosts = std::move(hosts);
+  return out;
+}
+
+std::shared_ptr<Namespace> qos_namespace(const Namespace& ns, const NamespaceQosConfig& qos) {
+  auto out = copy_namespace(ns);
+  out->config.qos = qos;
+  if (ns.qos->same_hosts(qos)) {
+    ns.qos->set(qos);
+  } else {
+    out->qos = std::make_shared<qos::NamespaceQos>(qos);
+  }
   return out;
 }
 

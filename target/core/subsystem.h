@@ -24,6 +24,7 @@
 #include "security/dhchap_key.h"
 #include "target/core/range_lock.h"
 #include "target/config/config.h"
+#include "target/qos/namespace_qos.h"
 #include "target/reservations/namespace_reservations.h"
 
 namespace rdmablk::target {
@@ -43,6 +44,9 @@ struct Namespace {
   // Its persistent reservations (never null; open_namespace gives it its store), shared likewise.
   std::shared_ptr<reservations::NamespaceReservations> reservations =
       std::make_shared<reservations::NamespaceReservations>(nullptr, "namespace");
+  // Its QoS limits as the reactors enforce them (never null; unlimited when config.qos has none), shared
+  // with the namespace a resize, a mask or a limit change makes of it (target/qos/namespace_qos.h).
+  std::shared_ptr<qos::NamespaceQos> qos = std::make_shared<qos::NamespaceQos>(NamespaceQosConfig{});
 
   bool volatile_cache() const noexcept { return geometry.caps.volatile_write_cache; }
   // True when the same config would produce the same namespace (reload keeps the namespace as it is).
@@ -66,6 +70,9 @@ Result<std::shared_ptr<Namespace>> open_namespace(const NamespaceConfig& config,
 std::shared_ptr<Namespace> resized_namespace(const Namespace& ns, uint64_t num_blocks);
 // The same namespace seen by other hosts (NamespaceConfig::hosts, sorted): what a mask change publishes.
 std::shared_ptr<Namespace> masked_namespace(const Namespace& ns, std::vector<std::string> hosts);
+// The same namespace with other QoS limits: its NamespaceQos changed in place when the per-host entries name
+// the same hosts (the budgets go on), else a new one.
+std::shared_ptr<Namespace> qos_namespace(const Namespace& ns, const NamespaceQosConfig& qos);
 
 namespace testing {
 // Test seam: every backend opened from now on is passed through `wrap` (e.g. to delay its completions).

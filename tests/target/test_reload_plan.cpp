@@ -198,6 +198,13 @@ subsystems:
       {"a namespace masked to one host: the same backend",
        [](TargetConfig& c) { ns_of(c, kA, 2).hosts = {"nqn.2014-08.org.nvmexpress:uuid:h1"}; },
        {"namespace masked nqn.2024-11.io.rdmablk:a:2 every allowed host -> nqn.2014-08.org.nvmexpress:uuid:h1"}},
+      {"a QoS limit changed: the same backend",
+       [](TargetConfig& c) {
+         ns_of(c, kA, 2).qos.limits.iops = 5000;
+         ns_of(c, kA, 2).qos.hosts.push_back(HostQosConfig{"nqn.2014-08.org.nvmexpress:uuid:h1", {0, 0, 0, 7}, {}});
+       },
+       {"namespace QoS changed nqn.2024-11.io.rdmablk:a:2 unlimited -> iops 5000 "
+        "[nqn.2014-08.org.nvmexpress:uuid:h1: write_mbps 7]"}},
       {"subsystems removed by NQN", [](TargetConfig& c) { c.subsystems.clear(); },
        {"subsystem removed nqn.2024-11.io.rdmablk:a (1 namespaces)",
         "subsystem removed nqn.2024-11.io.rdmablk:m (1 namespaces)",
@@ -300,8 +307,8 @@ TEST(ReloadPlan, ChangesCarryWhatTheApplierNeeds) {
 
 TEST(ReloadPlan, SummaryIsWhatTheLogLinePrints) {
   EXPECT_EQ(summarize({}).describe(),
-            "subsystems +0 -0, namespaces +0 -0 ~0, host lists changed 0, masks changed 0, controllers dropped 0, ANA changes 0, "
-            "discovery log unchanged");
+            "subsystems +0 -0, namespaces +0 -0 ~0, host lists changed 0, masks changed 0, QoS changed 0, controllers dropped 0, "
+            "ANA changes 0, discovery log unchanged");
   const Row& several = rows().back();
   const TargetConfig running = parse_ok(several.old);
   TargetConfig next = running;
@@ -315,8 +322,8 @@ TEST(ReloadPlan, SummaryIsWhatTheLogLinePrints) {
   EXPECT_EQ(s.ana_changes, 1u);
   s.controllers_dropped = 4;  // the applier's count
   EXPECT_EQ(s.describe(),
-            "subsystems +1 -1, namespaces +2 -2 ~1, host lists changed 1, masks changed 0, controllers dropped 4, ANA changes 1, "
-            "discovery log changed");
+            "subsystems +1 -1, namespaces +2 -2 ~1, host lists changed 1, masks changed 0, QoS changed 0, controllers dropped 4, "
+            "ANA changes 1, discovery log changed");
 }
 
 // Reading the config again reads its secrets again: new key objects, the same secrets, no change.
@@ -348,6 +355,8 @@ TEST(ReloadPlan, SameBackendIgnoresTheAnaGroupOnly) {
   NamespaceConfig b = a;
   b.ana_group = 9;
   b.at = {3, 4};
+  EXPECT_TRUE(same_backend(a, b));
+  b.qos.limits.iops = 5000;  // a limit keeps the backend too
   EXPECT_TRUE(same_backend(a, b));
   b.uuid[0] ^= 1;
   EXPECT_FALSE(same_backend(a, b));

@@ -1,0 +1,155 @@
+// Target core: QoS limits on the reactors (target/core/qos_gate.cpp). Reads over a namespace's budget wait and
+// go in arrival order as it refills, while another namespace's reads go at once; what waits when the
+// namespace is removed, its limit changes or the queue closes completes or is released, never left behind.
+// The budget refills by the real clock; the release timer is the fake reactor's (advance()).
+#include <thread>
+
+#include "target/core_test_util.h"
+
+namespace rdmablk::target::testing {
+namespace {
+
+TargetConfig limited_config(uint64_t iops) {
+  TargetConfig c = test_config();
+  c.subsystems[0].namespaces[0].qos.limits.iops = iops;  // sub1 nsid 1 (512 B blocks); nsid 2 unlimited
+  return c;
+}
+
+class CoreQos : public ::testing::Test {
+ protected:
+  explicit CoreQos(uint64_t iops = 1) : h(limited_config(iops)) {}
+  void SetUp() override {
+    cntlid = h.bring_up(*admin);
+    io = h.io_queue(cntlid, 1);
+    io->completions.clear();  // the Connect: only reads from here on
+  }
+  uint16_t submit_read(uint32_t nsid) {
+    const uint16_t cid = h.next_cid();
+    io->submit(sqe_of(p::make_read(cid, nsid, 0, 1, CoreHarness::sgl_for(*io, nsid == 2 ? 4096 : 512))));
+    return cid;
+  }
+  std::vector<uint16_t> completed_cids() const {
+    std::vector<uint16_t> out;
+    for (const auto& c : io->completions) out.push_back(c.cqe.cid.get());
+    return out;
+  }
+  // Fires the release timer until `n` commands completed (the budget refills by the real clock).
+  void release_until(std::size_t n) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);  // a hang, not a delay
+    while (io->completions.size() < n && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      h.reactor.advance(std::chrono::milliseconds(1));
+    }
+    ASSERT_GE(io->completions.size(), n);
+  }
+  stats::NamespaceStats ns_stats(uint32_t nsid) {
+    TargetStatus s;
+    h.core().fill_status(s);
+    for (auto& n : s.namespace_stats)
+      if (n.subsystem == kSub1 && n.nsid == nsid) return n;
+    ADD_FAILURE() << "no statistics for nsid " << nsid;
+    return {};
+  }
+
+  CoreHarness h;
+  std::unique_ptr<FakeTargetQueue> admin = h.queue();
+  std::unique_ptr<FakeTargetQueue> io;
+  uint16_t cntlid = 0;
+};
+
+class CoreQosThousand : public CoreQos {
+ protected:
+  CoreQosThousand() : CoreQos(1000) {}
+};
+
+TEST_F(CoreQosThousand, CommandsOverTheBudgetWaitInOrderAndOthersDoNot) {
+  std::vector<uint16_t> limited, unlimited;
+  for (int i = 0; i < 40; ++i) {
+    limited.push_back(submit_read(1));
+    if (i % 8 == 0) unlimited.push_back(submit_read(2));
+  }
+  h.reactor.run();
+  // The burst (10 ms of 1000/s) went; the unlimited namespace's reads all did, none waited behind the others.
+  for (uint16_t cid : unlimited) EXPECT_TRUE(io->result(cid)) << "nsid 2 cid " << cid;
+  const std::size_t at_once = io->completions.size() - unlimited.size();
+  EXPECT_GE(at_once, 5u);
+  EXPECT_LE(at_once, 15u);
+  release_until(limited.size() + unlimited.size());
+  std::vector<uint16_t> order;
+  for (uint16_t cid : completed_cids())
+    if (std::find(unlimited.begin(), unlimited.end(), cid) == unlimited.end()) order.push_back(cid);
+  EXPECT_EQ(order, limited) << "released in arrival order";
+  for (const auto& c : io->completions) EXPECT_TRUE(c.status().ok());
+  const auto s1 = ns_stats(1);
+  EXPECT_EQ(s1.io.throttled_commands, limited.size() - at_once);
+  EXPECT_GT(s1.io.throttled_ns, 0u);
+  ASSERT_EQ(s1.qos.size(), 1u);
+  EXPECT_EQ(s1.qos[0].iops, 1000u);
+  EXPECT_EQ(s1.qos[0].throttled_commands, s1.io.throttled_commands);
+  EXPECT_TRUE(ns_stats(2).qos.empty());
+  EXPECT_EQ(ns_stats(2).io.throttled_commands, 0u);
+  EXPECT_EQ(h.reactor.timer_count(), 0u) << "no timer once nothing waits";
+}
+
+TEST_F(CoreQos, RemovingTheNamespaceCompletesWhatWaits) {
+  std::vector<uint16_t> cids;
+  for (int i = 0; i < 4; ++i) cids.push_back(submit_read(1));
+  h.reactor.run();
+  ASSERT_EQ(io->completions.size(), 1u) << "iops 1: one goes, the rest wait about a second each";
+  auto next = limited_config(1);
+  next.subsystems[0].namespaces.erase(next.subsystems[0].namespaces.begin());
+  auto r = h.core().reload(next);
+  ASSERT_TRUE(r) << r.error().message;
+  h.reactor.run();
+  h.reactor.advance(std::chrono::milliseconds(1));
+  EXPECT_EQ(completed_cids(), cids) << "validated before the removal: they end on the old backend";
+  EXPECT_EQ(h.reactor.timer_count(), 0u);
+  EXPECT_EQ(h.read(*io, 1, 0, 1, 512).status(), st::invalid_namespace);
+}
+
+TEST_F(CoreQos, AClosedQueueReleasesWhatWaits) {
+  std::vector<uint16_t> cids;
+  for (int i = 0; i < 4; ++i) cids.push_back(submit_read(1));
+  h.reactor.run();
+  ASSERT_EQ(io->completions.size(), 1u);
+  io->close("connection reset");
+  h.reactor.run();
+  EXPECT_TRUE(io->released.empty()) << "still held while they wait";
+  h.reactor.advance(std::chrono::milliseconds(1));
+  std::sort(io->released.begin(), io->released.end());
+  EXPECT_EQ(io->released, std::vector<uint16_t>(cids.begin() + 1, cids.end())) << "the three that waited";
+  EXPECT_EQ(io->completions.size(), 1u) << "the waiting ones never reached the backend";
+  EXPECT_EQ(h.reactor.timer_count(), 0u);
+  auto io2 = h.io_queue(cntlid, 2);  // the controller goes on
+  EXPECT_TRUE(h.read(*io2, 2, 0, 1, 4096).status().ok());
+}
+
+TEST_F(CoreQos, ALimitChangesLive) {
+  std::vector<uint16_t> cids;
+  for (int i = 0; i < 4; ++i) cids.push_back(submit_read(1));
+  h.reactor.run();
+  ASSERT_EQ(io->completions.size(), 1u);
+  // Lifted: what waits goes, and new reads do not wait.
+  auto r = h.core().reload(limited_config(0));
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->qos_changed, 1u);
+  EXPECT_EQ(r->namespaces_changed, 0u) << "the same backend";
+  h.reactor.run();
+  h.reactor.advance(std::chrono::milliseconds(1));
+  EXPECT_EQ(completed_cids(), cids);
+  for (int i = 0; i < 50; ++i) submit_read(1);
+  h.reactor.run();
+  EXPECT_EQ(io->completions.size(), 54u);
+  EXPECT_TRUE(ns_stats(1).qos.empty());
+  // Limited again: the next reads wait.
+  ASSERT_TRUE(h.core().reload(limited_config(1)));
+  h.reactor.run();
+  for (int i = 0; i < 4; ++i) submit_read(1);
+  h.reactor.run();
+  EXPECT_LE(io->completions.size(), 55u);
+  EXPECT_EQ(ns_stats(1).qos.at(0).iops, 1u);
+  EXPECT_TRUE(plan_changes(h.core().running_config(), limited_config(1)).empty());
+}
+
+}  // namespace
+}  // namespace rdmablk::target::testing
