@@ -184,6 +184,24 @@ json controllers_json(const TargetStatus& s) {
   return out;
 }
 
+namespace {
+// A namespace's QoS limits (0 = unlimited) and how long they held commands back: its own, then per host.
+json qos_json(const std::vector<stats::QosStats>& qos) {
+  json out = json::array();
+  for (const auto& q : qos) {
+    json j = {{"iops", q.iops},
+              {"mbps", q.mbps},
+              {"read_mbps", q.read_mbps},
+              {"write_mbps", q.write_mbps},
+              {"throttled_commands", q.throttled_commands},
+              {"throttled_ns", q.throttled_ns}};
+    if (!q.host.empty()) j["host"] = q.host;
+    out.push_back(std::move(j));
+  }
+  return out;
+}
+}  // namespace
+
 json stats_json(const TargetStatus& s, const StatsFilter& f) {
   json nss = json::array();
   for (const auto& n : s.namespace_stats) {
@@ -193,6 +211,7 @@ json stats_json(const TargetStatus& s, const StatsFilter& f) {
     json j = io_stats_json(n.io);
     j["subsystem"] = n.subsystem;
     j["nsid"] = n.nsid;
+    if (!n.qos.empty()) j["qos"] = qos_json(n.qos);
     nss.push_back(std::move(j));
   }
   json ctrls = json::array();

@@ -208,6 +208,32 @@ void target_families(Families& out, const TargetStatus& st) {
   }
 }
 
+// QoS (docs/operations.md#qos): per namespace with limits, its own (no host label) and each limited host's.
+void qos_families(Families& out, const TargetStatus& st) {
+  if (std::none_of(st.namespace_stats.begin(), st.namespace_stats.end(), [](const auto& n) { return !n.qos.empty(); }))
+    return;  // no empty families
+  auto& limit = out.family("rdmablk_namespace_qos_limit",
+                           "A configured QoS limit (kind iops: commands/s; mbps, read_mbps, write_mbps: 10^6 B/s)",
+                           MetricType::Gauge);
+  auto& throttled = out.family("rdmablk_namespace_qos_throttled_total",
+                               "Read and write commands that waited for their QoS budget", MetricType::Counter);
+  auto& seconds_total = out.family("rdmablk_namespace_qos_throttled_seconds_total",
+                                   "Time read and write commands waited for their QoS budget, summed",
+                                   MetricType::Counter);
+  for (const auto& ns : st.namespace_stats) {
+    for (const auto& q : ns.qos) {
+      Labels id{{"subsystem", ns.subsystem}, {"nsid", std::to_string(ns.nsid)}};
+      if (!q.host.empty()) id.push_back({"hostnqn", q.host});
+      const std::pair<const char*, uint64_t> kinds[] = {
+          {"iops", q.iops}, {"mbps", q.mbps}, {"read_mbps", q.read_mbps}, {"write_mbps", q.write_mbps}};
+      for (const auto& [kind, value] : kinds)
+        if (value != 0) add_gauge(limit, with(id, "kind", kind), as_double(value));
+      add_counter(throttled, id, as_double(q.throttled_commands));
+      add_counter(seconds_total, id, seconds(q.throttled_ns));
+    }
+  }
+}
+
 void namespace_families(Families& out, const TargetStatus& st) {
   auto& info = out.family("rdmablk_namespace_info", "An exported namespace (value 1)", MetricType::Gauge);
   auto& size = out.family("rdmablk_namespace_size_bytes", "Namespace capacity", MetricType::Gauge);
@@ -240,6 +266,7 @@ void namespace_families(Families& out, const TargetStatus& st) {
     io.add(id, ns.io);
     for (stats::OpClass op : kOps) add_histogram(latency, with(id, "op", stats::op_class_name(op)), ns.io.op(op).latency);
   }
+  qos_families(out, st);
 }
 
 void controller_families(Families& out, const TargetStatus& st) {

@@ -199,9 +199,11 @@ TargetStatus sample_status() {
   live.record(stats::OpClass::read, 0, 2'000, st::lba_out_of_range.field());
   live.record(stats::OpClass::other, 0, 3'000, st::invalid_field.field());
   live.record(stats::OpClass::other, 0, 9'000, 0);
-  stats::NamespaceStats n1{kNqnA, 1, {}};
+  live.record_throttled(1'500'000'000);
+  stats::NamespaceStats n1{kNqnA, 1, {}, {}};
   n1.io.add(live);
-  stats::NamespaceStats n2{kNqnB, 7, {}};  // no I/O yet
+  n1.qos = {{"", 5000, 0, 0, 50, 1, 1'500'000'000}, {"nqn.h1", 1000, 0, 0, 0, 3, 250'000'000}};
+  stats::NamespaceStats n2{kNqnB, 7, {}, {}};  // no I/O yet
   s.namespace_stats = {n1, n2};
 
   stats::ControllerStats cs{1, kNqnA, c1.hostnqn, n1.io};
@@ -278,6 +280,21 @@ TEST(Metrics, NamespaceSeries) {
     EXPECT_EQ(m.value("rdmablk_namespace_commands_total", plus(n2, "op", op)), 0);
     EXPECT_EQ(m.value("rdmablk_namespace_latency_seconds_count", plus(n2, "op", op)), 0);
   }
+}
+
+TEST(Metrics, QosSeries) {
+  const Scrape m(render_prometheus(sample_status()));
+  const Labels n1{{"subsystem", kNqnA}, {"nsid", "1"}};
+  EXPECT_EQ(m.value("rdmablk_namespace_qos_limit", plus(n1, "kind", "iops")), 5000);
+  EXPECT_EQ(m.value("rdmablk_namespace_qos_limit", plus(n1, "kind", "write_mbps")), 50);
+  EXPECT_FALSE(m.has("rdmablk_namespace_qos_limit", plus(n1, "kind", "mbps"))) << "0 = unlimited: no series";
+  EXPECT_EQ(m.value("rdmablk_namespace_qos_throttled_total", n1), 1);
+  EXPECT_EQ(m.value("rdmablk_namespace_qos_throttled_seconds_total", n1), 1.5);
+  const Labels h1 = plus(n1, "hostnqn", "nqn.h1");
+  EXPECT_EQ(m.value("rdmablk_namespace_qos_limit", plus(h1, "kind", "iops")), 1000);
+  EXPECT_EQ(m.value("rdmablk_namespace_qos_throttled_total", h1), 3);
+  EXPECT_EQ(m.value("rdmablk_namespace_qos_throttled_seconds_total", h1), 0.25);
+  EXPECT_FALSE(m.has("rdmablk_namespace_qos_throttled_total", {{"subsystem", kNqnB}, {"nsid", "7"}}));
 }
 
 TEST(Metrics, LatencyHistogramIsCumulativeAtExactBounds) {
