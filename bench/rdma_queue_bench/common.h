@@ -42,6 +42,7 @@ struct Config {
   std::vector<std::string> workloads{"read", "write", "write-icd"};
   std::string driver = "reactor";
   bool invalidate = false;
+  uint64_t qos_iops = 0;  // the namespace's QoS limit (0 = none); far above the rate: the check's cost alone
   bool json = false;
   unsigned reactors = 1;
   std::vector<int> cpus;  // reactor i runs on cpus[i]; empty: the i-th CPU of the process's affinity mask

@@ -135,6 +135,8 @@ void parse_options(int argc, char** argv, Config& cfg) {
   app.add_option("--driver", cfg.driver, "reactor: Reactor::run_once(false) per turn (the daemon); pollers: the "
                                           "CQ and backend pollers called directly")
       ->check(CLI::IsMember({"reactor", "pollers"}));
+  app.add_option("--qos-iops", cfg.qos_iops, "a QoS limit on the namespace (0 = none): set it far above the rate "
+                 "to measure what the check costs a command that is never throttled");
   app.add_flag("--invalidate", cfg.invalidate, "keyed SGL 0x4F (the CQE goes as SEND_WITH_INV)");
   app.add_option("--reactors", cfg.reactors, "reactor threads, each pinned to its own CPU with its own queue; "
                                              "N > 1: each round runs 1 reactor, then N, and reports the ratio")

@@ -48,6 +48,7 @@ target::TargetConfig bench_config(const Config& cfg) {
   ns.block_size = kBlockSize;
   ns.uuid = target::derive_uuid(kSubNqn, kNsid);
   ns.nguid = target::derive_nguid(kSubNqn, kNsid);
+  ns.qos.limits.iops = cfg.qos_iops;
   s.namespaces = {ns};
   c.subsystems = {s};
   c.limits.io_queue_depth = std::max(128u, cfg.queue_size);  // defaults otherwise (16 KiB I/O in-capsule data)
