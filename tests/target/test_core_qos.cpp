@@ -151,5 +151,50 @@ TEST_F(CoreQos, ALimitChangesLive) {
   EXPECT_TRUE(plan_changes(h.core().running_config(), limited_config(1)).empty());
 }
 
+// A host's own limit holds back that host's commands only; the live-management API's way in (a hand-made
+// change list) applies like a reload's.
+TEST(CoreQosHosts, AHostsLimitHoldsBackThatHostOnly) {
+  TargetConfig config = limited_config(0);
+  config.subsystems[0].namespaces[0].qos.hosts.push_back(HostQosConfig{kHost1, QosLimits{1, 0, 0, 0}, {}});
+  CoreHarness h(config);
+  auto admin1 = h.queue(), admin2 = h.queue();
+  auto io1 = h.io_queue(h.bring_up(*admin1, kSub1, kHost1, 0, kHostId1), 1, kSub1, kHost1, kHostId1);
+  auto io2 = h.io_queue(h.bring_up(*admin2, kSub1, kHost2, 0, kHostId2), 1, kSub1, kHost2, kHostId2);
+  io1->completions.clear();
+  io2->completions.clear();
+  for (int i = 0; i < 4; ++i) {
+    io1->submit(sqe_of(p::make_read(h.next_cid(), 1, 0, 1, CoreHarness::sgl_for(*io1, 512))));
+    io2->submit(sqe_of(p::make_read(h.next_cid(), 1, 0, 1, CoreHarness::sgl_for(*io2, 512))));
+  }
+  h.reactor.run();
+  EXPECT_EQ(io1->completions.size(), 1u) << "host 1: 1 IOPS";
+  EXPECT_EQ(io2->completions.size(), 4u) << "host 2 has no limit of its own, nor has the namespace";
+  auto ns1_stats = [&h] {
+    TargetStatus s;
+    h.core().fill_status(s);
+    for (auto& n : s.namespace_stats)
+      if (n.subsystem == kSub1 && n.nsid == 1) return n;
+    ADD_FAILURE() << "no statistics for sub1 nsid 1";
+    return stats::NamespaceStats{};
+  };
+  const auto ns1 = ns1_stats();
+  ASSERT_EQ(ns1.qos.size(), 2u);
+  EXPECT_EQ(ns1.qos[1].host, kHost1);
+  EXPECT_EQ(ns1.qos[1].iops, 1u);
+
+  // Lifted by a hand-made change list: what waits goes.
+  NamespaceQosConfig lifted;
+  auto r =
+      h.core().apply_changes(ChangeList{change::QosChanged{kSub1, 1, config.subsystems[0].namespaces[0].qos, lifted}});
+  ASSERT_TRUE(r) << r.error().message;
+  EXPECT_EQ(r->qos_changed, 1u);
+  h.reactor.run();
+  h.reactor.advance(std::chrono::milliseconds(1));
+  EXPECT_EQ(io1->completions.size(), 4u);
+  EXPECT_EQ(ns1_stats().qos.size(), 0u);
+  EXPECT_EQ(h.reactor.timer_count(), 0u);
+  EXPECT_TRUE(plan_changes(h.core().running_config(), limited_config(0)).empty());
+}
+
 }  // namespace
 }  // namespace rdmablk::target::testing
