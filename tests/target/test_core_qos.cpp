@@ -9,6 +9,13 @@
 namespace rdmablk::target::testing {
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
+// With iops 1 the first read leaves the bucket ~0.99 s in debt, so the next ones wait, unless the test
+// itself took that long to submit them (a machine loaded beyond reason): then it cannot tell.
+bool slower_than_the_debt(Clock::time_point since) { return Clock::now() - since > std::chrono::milliseconds(900); }
+constexpr const char* kTooSlow = "submitting took longer than the budget's debt lasts: cannot tell";
+
 TargetConfig limited_config(uint64_t iops) {
   TargetConfig c = test_config();
   c.subsystems[0].namespaces[0].qos.limits.iops = iops;  // sub1 nsid 1 (512 B blocks); nsid 2 unlimited
@@ -64,16 +71,20 @@ class CoreQosThousand : public CoreQos {
 
 TEST_F(CoreQosThousand, CommandsOverTheBudgetWaitInOrderAndOthersDoNot) {
   std::vector<uint16_t> limited, unlimited;
+  const auto t0 = Clock::now();
   for (int i = 0; i < 40; ++i) {
     limited.push_back(submit_read(1));
     if (i % 8 == 0) unlimited.push_back(submit_read(2));
   }
   h.reactor.run();
-  // The burst (10 ms of 1000/s) went; the unlimited namespace's reads all did, none waited behind the others.
+  const auto elapsed_ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+  // The burst (10 ms of 1000/s) went, and what the clock added meanwhile (1 a millisecond) and a batch; the
+  // unlimited namespace's reads all went, none waited behind the others.
   for (uint16_t cid : unlimited) EXPECT_TRUE(io->result(cid)) << "nsid 2 cid " << cid;
   const std::size_t at_once = io->completions.size() - unlimited.size();
-  EXPECT_GE(at_once, 5u);
-  EXPECT_LE(at_once, 15u);
+  EXPECT_GE(at_once, 10u);
+  EXPECT_LE(at_once, 10u + 1 + static_cast<std::size_t>(elapsed_ms) + 1);
+  if (at_once == limited.size()) GTEST_SKIP() << "submitting took " << elapsed_ms << " ms: nothing had to wait";
   release_until(limited.size() + unlimited.size());
   std::vector<uint16_t> order;
   for (uint16_t cid : completed_cids())
@@ -93,8 +104,10 @@ TEST_F(CoreQosThousand, CommandsOverTheBudgetWaitInOrderAndOthersDoNot) {
 
 TEST_F(CoreQos, RemovingTheNamespaceCompletesWhatWaits) {
   std::vector<uint16_t> cids;
+  const auto t0 = Clock::now();
   for (int i = 0; i < 4; ++i) cids.push_back(submit_read(1));
   h.reactor.run();
+  if (slower_than_the_debt(t0)) GTEST_SKIP() << kTooSlow;
   ASSERT_EQ(io->completions.size(), 1u) << "iops 1: one goes, the rest wait about a second each";
   auto next = limited_config(1);
   next.subsystems[0].namespaces.erase(next.subsystems[0].namespaces.begin());
@@ -109,8 +122,10 @@ TEST_F(CoreQos, RemovingTheNamespaceCompletesWhatWaits) {
 
 TEST_F(CoreQos, AClosedQueueReleasesWhatWaits) {
   std::vector<uint16_t> cids;
+  const auto t0 = Clock::now();
   for (int i = 0; i < 4; ++i) cids.push_back(submit_read(1));
   h.reactor.run();
+  if (slower_than_the_debt(t0)) GTEST_SKIP() << kTooSlow;
   ASSERT_EQ(io->completions.size(), 1u);
   io->close("connection reset");
   h.reactor.run();
@@ -126,8 +141,10 @@ TEST_F(CoreQos, AClosedQueueReleasesWhatWaits) {
 
 TEST_F(CoreQos, ALimitChangesLive) {
   std::vector<uint16_t> cids;
+  const auto t0 = Clock::now();
   for (int i = 0; i < 4; ++i) cids.push_back(submit_read(1));
   h.reactor.run();
+  if (slower_than_the_debt(t0)) GTEST_SKIP() << kTooSlow;
   ASSERT_EQ(io->completions.size(), 1u);
   // Lifted: what waits goes, and new reads do not wait.
   auto r = h.core().reload(limited_config(0));
@@ -162,11 +179,13 @@ TEST(CoreQosHosts, AHostsLimitHoldsBackThatHostOnly) {
   auto io2 = h.io_queue(h.bring_up(*admin2, kSub1, kHost2, 0, kHostId2), 1, kSub1, kHost2, kHostId2);
   io1->completions.clear();
   io2->completions.clear();
+  const auto t0 = Clock::now();
   for (int i = 0; i < 4; ++i) {
     io1->submit(sqe_of(p::make_read(h.next_cid(), 1, 0, 1, CoreHarness::sgl_for(*io1, 512))));
     io2->submit(sqe_of(p::make_read(h.next_cid(), 1, 0, 1, CoreHarness::sgl_for(*io2, 512))));
   }
   h.reactor.run();
+  if (slower_than_the_debt(t0)) GTEST_SKIP() << kTooSlow;
   EXPECT_EQ(io1->completions.size(), 1u) << "host 1: 1 IOPS";
   EXPECT_EQ(io2->completions.size(), 4u) << "host 2 has no limit of its own, nor has the namespace";
   auto ns1_stats = [&h] {
