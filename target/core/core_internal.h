@@ -64,12 +64,14 @@ struct NsChannel {
   } watch;
   bool watched = false;
   // QoS (qos_gate.cpp): ns->qos, this reactor's allowances from it, and the commands over its limits, in
-  // arrival order: [0] those limited by the namespace only, [1 + i] those of the host with limits i.
+  // arrival order per host and direction (a write waiting for write_mbps holds back no read):
+  // [2 * (1 + i) + write] for the host with limits i, [write] for the others.
   qos::NamespaceQos* qos = nullptr;
   qos::ReactorQos qos_local;
   std::vector<transport::PtrFifo<TargetRequest, &next_parked_of>> qos_waiting;
-  uint32_t qos_parked = 0;  // commands in qos_waiting
-  uint64_t qos_timer = 0;   // the release timer while commands wait (0 = none)
+  uint32_t qos_parked = 0;      // commands in qos_waiting
+  uint64_t qos_timer = 0;       // the release timer while commands wait (0 = none)
+  uint32_t qos_first_list = 0;  // where the next release starts: each list goes first in turn
 };
 
 struct NsSlot {

@@ -1,8 +1,9 @@
 // QoS on the reactors (docs/configuration.md#qos): a Read or Write of a namespace with limits spends its cost
 // from this reactor's allowances (target/qos/namespace_qos.h) before it goes to the backend; one over its
-// budget waits on its channel, in arrival order (per limited host, and one list for the rest), and a timer
-// on this reactor releases what the refilled budget allows, every millisecond while any wait. Other
-// namespaces' commands never wait behind them. Reactor thread only.
+// budget waits on its channel, in arrival order per host with limits (one list for the rest) and direction
+// (a write waiting for write_mbps holds back no read), and a timer on this reactor releases what the
+// refilled budget allows, every millisecond while any wait, each list first in turn. Other namespaces'
+// commands never wait behind them. Reactor thread only.
 #include <spdlog/spdlog.h>
 
 #include "target/core/core_internal.h"
@@ -25,7 +26,7 @@ bool ReactorState::qos_admit(CoreQueue& q, TargetRequest& req) noexcept {
   NsChannel& ch = *rs.channel;
   qos::NamespaceQos& limits = *ch.qos;
   rs.qos_host = limits.has_hosts() ? limits.host_index(q.ctrl->hostnqn) : -1;
-  auto& waiting = ch.qos_waiting[static_cast<std::size_t>(rs.qos_host + 1)];
+  auto& waiting = ch.qos_waiting[2 * static_cast<std::size_t>(rs.qos_host + 1) + (rs.op == backend::Op::write)];
   const uint64_t now = now_ns();
   // First come, first served: a new command does not overtake those already waiting.
   if (waiting.empty() && qos::admit(limits, ch.qos_local, rs.qos_host, cost_of(ch, rs), now)) return true;
@@ -52,8 +53,12 @@ void ReactorState::qos_arm(NsChannel& ch) noexcept {
 
 void ReactorState::qos_release(NsChannel& ch) noexcept {
   const uint64_t now = monotonic_ns();
-  for (std::size_t i = 0; i < ch.qos_waiting.size(); ++i) {
-    auto& waiting = ch.qos_waiting[i];
+  // Each list goes first in turn, so that one whose commands keep a shared budget (iops, mbps) spent does
+  // not starve the others.
+  const std::size_t lists = ch.qos_waiting.size();
+  const std::size_t first = ch.qos_first_list++ % lists;
+  for (std::size_t n = 0; n < lists; ++n) {
+    auto& waiting = ch.qos_waiting[(first + n) % lists];
     while (!waiting.empty()) {
       TargetRequest& req = *waiting.front();
       RequestState& rs = request_state(req);

@@ -110,7 +110,7 @@ NsChannel* ReactorState::channel(NsSlot& slot) noexcept {
     ch->fixed_buffers = !opts.buffers.empty();
     ch->qos = slot.ns->qos.get();
     ch->qos_local.hosts.resize(ch->qos->host_count());
-    ch->qos_waiting.resize(ch->qos->host_count() + 1);
+    ch->qos_waiting.resize(2 * (ch->qos->host_count() + 1));
     slot.channel = ch.get();
     if (const int fd = ch->queue->event_fd(); fd >= 0) {
       ch->watch.channel = ch.get();

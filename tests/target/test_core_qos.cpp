@@ -168,6 +168,45 @@ TEST_F(CoreQos, ALimitChangesLive) {
   EXPECT_TRUE(plan_changes(h.core().running_config(), limited_config(1)).empty());
 }
 
+// A write_mbps limit holds back writes (after their data came), not reads; the writes land in order, whole.
+TEST(CoreQosWrites, WritesWaitForTheirBandwidthAndLandWhole) {
+  TargetConfig config = test_config();
+  config.subsystems[0].namespaces[0].qos.limits.write_mbps = 1;  // 1 MB/s: a 10 KB burst
+  CoreHarness h(config);
+  auto admin = h.queue();
+  auto io = h.io_queue(h.bring_up(*admin), 1);
+  io->completions.clear();
+  constexpr uint32_t kBlocks = 512;  // 256 KiB: the first leaves a debt of about a quarter of a second
+  std::vector<uint16_t> cids;
+  const auto t0 = Clock::now();
+  for (uint8_t i = 0; i < 3; ++i) {
+    const uint16_t cid = h.next_cid();
+    io->submit(sqe_of(p::make_write(cid, 1, uint64_t{i} * kBlocks, kBlocks, CoreHarness::sgl_for(*io, kBlocks * 512))),
+               pattern(kBlocks * 512, i));
+    cids.push_back(cid);
+  }
+  const uint16_t read_cid = h.next_cid();
+  io->submit(sqe_of(p::make_read(read_cid, 1, 3 * kBlocks, 1, CoreHarness::sgl_for(*io, 512))));
+  h.reactor.run();
+  if (Clock::now() - t0 > std::chrono::milliseconds(200)) GTEST_SKIP() << kTooSlow;
+  EXPECT_TRUE(io->result(read_cid)) << "reads are not limited by write_mbps";
+  EXPECT_TRUE(io->result(cids[0]));
+  EXPECT_FALSE(io->result(cids[1])) << "the second waits out the first's debt";
+  const auto deadline = Clock::now() + std::chrono::seconds(30);  // a hang, not a delay
+  while (io->completions.size() < 4 && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    h.reactor.advance(std::chrono::milliseconds(1));
+  }
+  std::vector<uint16_t> writes;
+  for (const auto& c : io->completions) {
+    EXPECT_TRUE(c.status().ok());
+    if (c.cqe.cid.get() != read_cid) writes.push_back(c.cqe.cid.get());
+  }
+  EXPECT_EQ(writes, cids) << "in arrival order";
+  for (uint8_t i = 0; i < 3; ++i)
+    EXPECT_EQ(h.read(*io, 1, uint64_t{i} * kBlocks, kBlocks, kBlocks * 512).data, pattern(kBlocks * 512, i));
+}
+
 // A host's own limit holds back that host's commands only; the live-management API's way in (a hand-made
 // change list) applies like a reload's.
 TEST(CoreQosHosts, AHostsLimitHoldsBackThatHostOnly) {
