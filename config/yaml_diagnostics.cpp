@@ -11,7 +11,7 @@
 namespace rdmablk::config {
 
 SourceLocation location_of(const YAML::Mark& m) {
-  if (m.line < 0 || m.column < 0) return {1, 1};  // yaml-cpp's null mark (an empty document)
+  if (m.line < 0 || m.column < 0) return {0, 0};  // yaml-cpp's null mark: a node built in memory
   return {m.line + 1, m.column + 1};
 }
 
@@ -35,7 +35,7 @@ void append_escaped(std::string& out, std::string_view s) {
 
 std::string format_message(std::string_view file, SourceLocation at, std::string_view field,
                            std::string_view problem) {
-  std::string out = fmt::format("{}:{}:{}: ", file, at.line, at.column);
+  std::string out = at.line == 0 ? fmt::format("{}: ", file) : fmt::format("{}:{}:{}: ", file, at.line, at.column);
   if (!field.empty()) {
     append_escaped(out, field);
     out += ": ";
@@ -117,10 +117,14 @@ void Reader::fail(SourceLocation at, std::string_view field, std::string_view pr
 
 YAML::Node Reader::load_mapping(std::string_view empty_problem) const {
   YAML::Node root;
-  try {
-    root = YAML::Load(std::string(text_));
-  } catch (const YAML::Exception& e) {
-    fail(location_of(e.mark), "", "invalid YAML: " + e.msg);
+  if (document_) {
+    root = *document_;
+  } else {
+    try {
+      root = YAML::Load(std::string(text_));
+    } catch (const YAML::Exception& e) {
+      fail(e.mark.line < 0 ? SourceLocation{1, 1} : location_of(e.mark), "", "invalid YAML: " + e.msg);
+    }
   }
   if (root.IsNull()) fail({1, 1}, "", empty_problem);
   if (!root.IsMap()) {

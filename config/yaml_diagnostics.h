@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <optional>
 #include <iterator>
 #include <span>
 #include <string>
@@ -37,14 +38,16 @@ namespace rdmablk::config {
 
 // --- message pieces --------------------------------------------------------------------------------
 
-// yaml-cpp's 0-based mark as 1-based; its null mark (an empty document) is 1:1.
+// yaml-cpp's 0-based mark as 1-based. Its null mark (a node built in memory, such as one the management API
+// added to the document) is line 0: no position.
 SourceLocation location_of(const YAML::Mark& m);
 
 // Appends `s` with newlines, tabs and other control characters escaped (\n, \t, \xNN): messages are one
 // line even when a value from the file spans several.
 void append_escaped(std::string& out, std::string_view s);
 
-// "FILE:LINE:COL: FIELD: problem" (no "FIELD: " when `field` is empty); field and problem escaped.
+// "FILE:LINE:COL: FIELD: problem" (no "FIELD: " when `field` is empty, no ":LINE:COL" when `at` is line 0);
+// field and problem escaped.
 std::string format_message(std::string_view file, SourceLocation at, std::string_view field,
                            std::string_view problem);
 
@@ -119,6 +122,9 @@ class Reader {
   // Parses the text; it must be a mapping. YAML syntax errors fail with "invalid YAML: ...", an empty
   // document with `empty_problem` at 1:1, any other top level with "expected a mapping of settings ...".
   YAML::Node load_mapping(std::string_view empty_problem) const;
+  // Parse this document instead of the text (load_mapping() returns it after the same checks): a document
+  // loaded from the text and then edited in memory. Nodes from the text keep their marks into it.
+  void use_document(YAML::Node root) { document_ = std::move(root); }
 
   // Null in the file as the word null (only under Dialect::null_is_a_word), see Dialect.
   bool written_null_word(const YAML::Node& n) const;
@@ -150,6 +156,7 @@ class Reader {
   std::string file_;
   std::string_view text_;
   Dialect dialect_;
+  std::optional<YAML::Node> document_;
 };
 
 extern template int64_t Reader::integer<int64_t>(const Field&, int64_t, int64_t) const;

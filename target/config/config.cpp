@@ -1,4 +1,5 @@
 #include "target/config/config.h"
+#include "target/config/config_document.h"
 
 #include <algorithm>
 #include <cerrno>
@@ -92,7 +93,7 @@ Result<TargetConfig> parse_config(std::string_view yaml_text, const std::string&
       name_for_messages, [&] { return parser.parse(); }, [](const std::string& m) { return make_error(m, EINVAL); });
 }
 
-Result<TargetConfig> load_config(const std::string& path) {
+Result<ConfigDocument> read_config_document(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     int e = errno;
@@ -104,8 +105,32 @@ Result<TargetConfig> load_config(const std::string& path) {
     int e = errno;
     return make_error(path + ": cannot read the configuration: " + errno_text(e), e);
   }
-  auto config = parse_config(text.str(), path);
+  ConfigDocument doc{path, text.str(), YAML::Node()};
+  try {
+    doc.root = YAML::Load(doc.text);
+  } catch (const YAML::Exception& e) {
+    return make_error(format_message(path, e.mark.line < 0 ? SourceLocation{1, 1} : location_of(e.mark), "",
+                                     "invalid YAML: " + e.msg),
+                      EINVAL);
+  }
+  return doc;
+}
+
+Result<TargetConfig> load_config(const std::string& path) {
+  auto doc = read_config_document(path);
+  if (!doc) return tl::unexpected(doc.error());
+  return config_from_document(*doc);
+}
+
+Result<TargetConfig> config_from_document(const ConfigDocument& doc, const std::string& name_for_messages) {
+  const std::string& shown_as = name_for_messages.empty() ? doc.path : name_for_messages;
+  Parser parser(shown_as, doc.text);
+  parser.use_document(doc.root);
+  auto config = config::catch_failures<Result<TargetConfig>>(
+      shown_as, [&] { return parser.parse(); }, [](const std::string& m) { return make_error(m, EINVAL); });
   if (!config) return config;
+  const std::string& path = doc.path;
+  config->source = path;  // the file, also when messages named something else
   std::error_code ec;
   std::filesystem::path base = std::filesystem::absolute(path, ec).parent_path();
   for (std::size_t s = 0; s < config->subsystems.size(); ++s) {

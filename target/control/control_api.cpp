@@ -9,6 +9,7 @@
 
 #include "protocol/status.h"
 #include "target/config/config.h"
+#include "target/manage/config_edits.h"
 
 namespace rdmablk::target {
 
@@ -228,73 +229,139 @@ json stats_json(const TargetStatus& s, const StatsFilter& f) {
   return json{{"namespaces", std::move(nss)}, {"controllers", std::move(ctrls)}};
 }
 
+namespace {
+
+// A verb's outcome: the result, or a JSON-RPC error code and one line.
+struct Outcome {
+  json result;
+  int code = 0;  // 0: success
+  std::string message;
+};
+
+Outcome done(json result) { return {std::move(result), 0, {}}; }
+Outcome error(int code, std::string message) { return {json(), code, std::move(message)}; }
+
+// JSON-RPC 2.0's codes, and ours for a request that was understood but could not be carried out.
+constexpr int kInvalidRequest = -32600;
+constexpr int kMethodNotFound = -32601;
+constexpr int kInvalidParams = -32602;
+constexpr int kParseError = -32700;
+constexpr int kFailed = -32000;
+
+Outcome stats_verb(const ControlHooks& hooks, const json& req) {
+  StatsFilter f;
+  if (auto it = req.find("subsystem"); it != req.end()) {
+    if (!it->is_string()) return error(kInvalidParams, "\"subsystem\" must be a string");
+    f.subsystem = it->get<std::string>();
+  }
+  if (auto it = req.find("nsid"); it != req.end()) {
+    const auto v = integer_field(*it, UINT32_MAX);
+    if (!v) return error(kInvalidParams, "\"nsid\" must be an integer 0..4294967295");
+    f.nsid = static_cast<uint32_t>(*v);
+  }
+  if (auto it = req.find("cntlid"); it != req.end()) {
+    const auto v = integer_field(*it, UINT16_MAX);
+    if (!v) return error(kInvalidParams, "\"cntlid\" must be an integer 0..65535");
+    f.cntlid = static_cast<int>(*v);
+  }
+  return done(stats_json(hooks.status(), f));
+}
+
+Outcome disconnect_verb(const ControlHooks& hooks, const json& req) {
+  const auto host = req.find("host");
+  const auto cntlid = req.find("cntlid");
+  if ((host == req.end()) == (cntlid == req.end()) || (host != req.end() && !host->is_string()))
+    return error(kInvalidParams, "disconnect takes either \"host\" (a host NQN) or \"cntlid\"");
+  const auto id = cntlid != req.end() ? integer_field(*cntlid, UINT16_MAX) : std::optional<uint64_t>(0);
+  if (!id) return error(kInvalidParams, "\"cntlid\" must be an integer 0..65535");
+  unsigned n = host != req.end() ? hooks.disconnect_host(host->get<std::string>())
+                                 : hooks.disconnect_controller(static_cast<uint16_t>(*id));
+  if (n == 0) {
+    return error(kFailed, host != req.end() ? "no controller of host " + host->get<std::string>()
+                                            : "no controller " + std::to_string(*id));
+  }
+  return done(json{{"disconnected", n}});
+}
+
+std::string verb_list() {
+  std::string out = "status, subsystems, namespaces, controllers, stats, managed, disconnect, reload";
+  for (const auto& v : manage::edit_verbs()) out += ", " + std::string(v.name);
+  return out;
+}
+
+Outcome dispatch(const ControlHooks& hooks, const std::string& method, const json& params) {
+  if (method == "status") return done(status_json(hooks.status()));
+  if (method == "subsystems") return done(subsystems_json(hooks.status()));
+  if (method == "namespaces") return done(namespaces_json(hooks.status()));
+  if (method == "controllers") return done(controllers_json(hooks.status()));
+  if (method == "stats") return stats_verb(hooks, params);
+  if (method == "disconnect") return disconnect_verb(hooks, params);
+  if (method == "reload") {
+    auto r = hooks.reload();
+    return r ? done(json{{"summary", *r}}) : error(kFailed, r.error().message);
+  }
+  if (method == "managed") {
+    if (!hooks.managed) return error(kFailed, "managed is not available");
+    return done(hooks.managed());
+  }
+  if (manage::find_edit_verb(method) != nullptr) {
+    if (!hooks.manage) return error(kFailed, method + " is not available");
+    auto r = hooks.manage(method, params);
+    return r ? done(*r) : error(r.error().errno_value == EINVAL ? kInvalidParams : kFailed, r.error().message);
+  }
+  return error(kMethodNotFound, "unknown command \"" + method + "\" (" + verb_list() + ")");
+}
+
+// {"jsonrpc": "2.0", "method": M, "params": {...}, "id": X}: the reply carries the same id. A request without an
+// id is answered too (with id null): the socket is one reply line per request line.
+std::string json_rpc(const ControlHooks& hooks, const json& req) {
+  json id = req.contains("id") ? req["id"] : json();
+  auto reply = [&](const Outcome& o) {
+    json r{{"jsonrpc", "2.0"}, {"id", id}};
+    if (o.code == 0) {
+      r["result"] = o.result;
+    } else {
+      r["error"] = json{{"code", o.code}, {"message", o.message}};
+    }
+    return to_line(r);
+  };
+  if (req["jsonrpc"] != "2.0" || !req.contains("method") || !req["method"].is_string() ||
+      (!id.is_null() && !id.is_string() && !id.is_number())) {
+    return reply(error(kInvalidRequest, "a JSON-RPC request has \"jsonrpc\": \"2.0\", a \"method\" string and an id"));
+  }
+  json params = req.contains("params") ? req["params"] : json::object();
+  if (!params.is_object()) return reply(error(kInvalidParams, "\"params\" must be an object (by-name parameters)"));
+  return reply(dispatch(hooks, req["method"].get<std::string>(), params));
+}
+
+}  // namespace
+
 std::string handle_control_request(const ControlHooks& hooks, const std::string& line) {
-  json reply;
   try {
-    const json req = json::parse(line);
+    const json req = json::parse(line, nullptr, true);
+    if (req.is_array()) {
+      return to_line(json{{"jsonrpc", "2.0"},
+                          {"id", nullptr},
+                          {"error", {{"code", kInvalidRequest}, {"message", "batch requests are not supported"}}}});
+    }
     if (!req.is_object()) return to_line(fail("a request is a JSON object"));
+    if (req.contains("jsonrpc")) return json_rpc(hooks, req);
     const auto cmd_it = req.find("command");
     if (cmd_it == req.end() || !cmd_it->is_string()) return to_line(fail("the request has no \"command\" string"));
-    const std::string cmd = *cmd_it;
-    if (cmd == "status") {
-      reply = ok(status_json(hooks.status()));
-    } else if (cmd == "subsystems") {
-      reply = ok(subsystems_json(hooks.status()));
-    } else if (cmd == "namespaces") {
-      reply = ok(namespaces_json(hooks.status()));
-    } else if (cmd == "controllers") {
-      reply = ok(controllers_json(hooks.status()));
-    } else if (cmd == "stats") {
-      StatsFilter f;
-      if (auto it = req.find("subsystem"); it != req.end()) f.subsystem = it->get<std::string>();
-      if (auto it = req.find("nsid"); it != req.end()) {
-        const auto v = integer_field(*it, UINT32_MAX);
-        if (!v) return to_line(fail("\"nsid\" must be an integer 0..4294967295"));
-        f.nsid = static_cast<uint32_t>(*v);
-      }
-      if (auto it = req.find("cntlid"); it != req.end()) {
-        const auto v = integer_field(*it, UINT16_MAX);
-        if (!v) return to_line(fail("\"cntlid\" must be an integer 0..65535"));
-        f.cntlid = static_cast<int>(*v);
-      }
-      reply = ok(stats_json(hooks.status(), f));
-    } else if (cmd == "disconnect") {
-      const auto host = req.find("host");
-      const auto cntlid = req.find("cntlid");
-      if ((host == req.end()) == (cntlid == req.end()))
-        return to_line(fail("disconnect takes either \"host\" (a host NQN) or \"cntlid\""));
-      const auto id = cntlid != req.end() ? integer_field(*cntlid, UINT16_MAX) : std::optional<uint64_t>(0);
-      if (!id) return to_line(fail("\"cntlid\" must be an integer 0..65535"));
-      unsigned n = host != req.end() ? hooks.disconnect_host(host->get<std::string>())
-                                     : hooks.disconnect_controller(static_cast<uint16_t>(*id));
-      if (n == 0) return to_line(fail(host != req.end() ? "no controller of host " + host->get<std::string>()
-                                                        : "no controller " + std::to_string(*id)));
-      reply = ok(json{{"disconnected", n}});
-    } else if (cmd == "ana_set") {
-      const auto listener = req.find("listener");
-      const auto group = req.find("group");
-      const auto state = req.find("state");
-      if (listener == req.end() || !listener->is_string() || group == req.end() || state == req.end() ||
-          !state->is_string())
-        return to_line(fail("ana_set takes \"listener\" (ADDR:PORT), \"group\" and \"state\""));
-      const auto g = integer_field(*group, kAnaGroupMax);
-      if (!g || *g == 0) return to_line(fail("\"group\" must be an integer 1.." + std::to_string(kAnaGroupMax)));
-      auto parsed = parse_ana_state(state->get<std::string>());
-      if (!parsed) return to_line(fail(parsed.error().message));
-      if (!hooks.ana_set) return to_line(fail("ana_set is not available"));
-      auto r = hooks.ana_set(listener->get<std::string>(), static_cast<uint32_t>(*g), *parsed);
-      reply = r ? ok(json{{"changed", *r}}) : fail(r.error().message);
-    } else if (cmd == "reload") {
-      auto r = hooks.reload();
-      reply = r ? ok(json{{"summary", *r}}) : fail(r.error().message);
-    } else {
-      return to_line(fail("unknown command \"" + cmd +
-                          "\" (status, subsystems, namespaces, controllers, stats, disconnect, reload, ana_set)"));
+    json params = req;
+    params.erase("command");
+    const Outcome o = dispatch(hooks, cmd_it->get<std::string>(), params);
+    return to_line(o.code == 0 ? ok(o.result) : fail(o.message));
+  } catch (const json::parse_error& e) {
+    if (line.find("\"jsonrpc\"") != std::string::npos) {
+      return to_line(json{{"jsonrpc", "2.0"},
+                          {"id", nullptr},
+                          {"error", {{"code", kParseError}, {"message", std::string("malformed request: ") + e.what()}}}});
     }
+    return to_line(fail(std::string("malformed request: ") + e.what()));
   } catch (const json::exception& e) {
     return to_line(fail(std::string("malformed request: ") + e.what()));
   }
-  return to_line(reply);
 }
 
 }  // namespace rdmablk::target

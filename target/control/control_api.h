@@ -1,15 +1,15 @@
-// The control protocol: JSON requests from the control socket, answered from the daemon's state.
+// The control protocol: JSON requests from the control socket, one per line, answered from the daemon's state.
+// Two framings of the same verbs:
 //
-//   request:  {"command": "status"}             reply: {"ok": true, "result": {...}}
-//             {"command": "stats", "subsystem": NQN, "nsid": N, "cntlid": C}   (filters optional)
-//             {"command": "disconnect", "host": NQN} | {"command": "disconnect", "cntlid": C}
-//             {"command": "reload"}
-//             {"command": "ana_set", "listener": "ADDR:PORT", "group": N, "state": "inaccessible"}
-//   error:    {"ok": false, "error": "what went wrong"}
+//   JSON-RPC 2.0:  {"jsonrpc": "2.0", "method": "namespace_add", "params": {...}, "id": 1}
+//                  reply {"jsonrpc": "2.0", "result": {...}, "id": 1}
+//                     or {"jsonrpc": "2.0", "error": {"code": -32602, "message": "..."}, "id": 1}
+//   plain:         {"command": "stats", "subsystem": NQN}   reply {"ok": true, "result": {...}}
+//                                                              or {"ok": false, "error": "..."}
 //
-// Verbs: status, subsystems, namespaces, controllers, stats, disconnect, reload, ana_set.
-// docs/operations.md#the-control-socket-rdmablk-target-ctl shows each with its output; `rdmablk-target ctl` is
-// the client.
+// Reading: status, subsystems, namespaces, controllers, stats, managed. Acting: disconnect, reload. Changing
+// (persisted, target/manage/): the verbs of manage::edit_verbs(). docs/management-api.md has every verb with
+// its request and answer; `rdmablk-target ctl` is the client.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -30,8 +30,11 @@ struct ControlHooks {
   std::function<Result<std::string>()> reload;  // the summary, or the config error
   std::function<unsigned(const std::string& hostnqn)> disconnect_host;
   std::function<unsigned(uint16_t cntlid)> disconnect_controller;
-  // The ANA state of a group on an io listener until the next reload: whether it changed, or the error.
-  std::function<Result<bool>(const std::string& listener, uint32_t group, protocol::AnaState state)> ana_set;
+  // A management verb (target/manage/config_edits.h: namespace_add, ana_set, ...): its result, or the error
+  // (EINVAL: the request's fault).
+  std::function<Result<nlohmann::json>(const std::string& verb, const nlohmann::json& params)> manage;
+  // The management API's overlay: {"overlay": PATH, "edits": [...]}, secrets redacted.
+  std::function<nlohmann::json()> managed;
 };
 
 // One request line in, one reply line out (never throws: malformed input is an error reply).

@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "target/manage/config_edits.h"
+
 namespace rdmablk::target {
 
 using nlohmann::json;
@@ -33,6 +35,7 @@ struct CtlArgs {
   std::string listener;  // ana set
   uint32_t group = 0;
   std::string state;
+  std::vector<std::string> params;  // a management verb's KEY=VALUE arguments
   double timeout_s = 120;  // a reload may open slow backends
 };
 CtlArgs g_args;
@@ -293,6 +296,17 @@ void print_stats(const json& r) {
   }
 }
 
+void print_managed(const json& r) {
+  std::printf("overlay: %s\n", r["overlay"].is_null() ? "(none: no state_dir, changes last until restart)"
+                                                       : r["overlay"].get<std::string>().c_str());
+  std::vector<std::vector<std::string>> rows;
+  std::size_t n = 0;
+  for (const auto& e : r["edits"]) {
+    rows.push_back({std::to_string(++n), e["at"].get<std::string>(), e["verb"].get<std::string>(), e["params"].dump()});
+  }
+  print_table({"#", "AT", "VERB", "PARAMS"}, rows);
+}
+
 }  // namespace
 
 CLI::App* add_ctl_command(CLI::App& app) {
@@ -318,13 +332,39 @@ CLI::App* add_ctl_command(CLI::App& app) {
   dc->require_option(1);
   ctl->add_subcommand("reload", "reread the configuration (as SIGHUP); prints what changed or the error");
   CLI::App* ana = ctl->add_subcommand("ana", "Asymmetric Namespace Access states");
-  CLI::App* ana_set = ana->add_subcommand("set", "set a group's ANA state on an io listener (until the next reload)");
+  CLI::App* ana_set =
+      ana->add_subcommand("set", "set a group's ANA state on an io listener (the ana_set verb: kept across restarts)");
   ana_set->add_option("--listener", g_args.listener, "the listener, ADDR:PORT as in the config")->required();
   ana_set->add_option("--group", g_args.group, "the ANA group")->required()->check(CLI::Range(1u, kAnaGroupMax));
   ana_set->add_option("--state", g_args.state, "optimized, non_optimized, inaccessible, persistent_loss or change")
       ->required();
   ana->require_subcommand(1);
+  ctl->add_subcommand("managed", "the changes made through the management API (the overlay on the config file)");
+  // The management verbs, one subcommand each, named as in the protocol (target/manage/config_edits.h).
+  for (const auto& v : manage::edit_verbs()) {
+    CLI::App* sub = ctl->add_subcommand(std::string(v.name), std::string(v.summary));
+    sub->add_option("params", g_args.params,
+                    "KEY=VALUE ... (identified by " + std::string(v.identity) +
+                        "); a VALUE that is JSON (3, true, null, [\"a\"], {\"iops\": 5000}) is taken as such")
+        ->required();
+  }
   return ctl;
+}
+
+// KEY=VALUE arguments as a JSON object; VALUE as JSON when it parses as JSON, else as a string.
+std::optional<json> params_of(const std::vector<std::string>& args, std::string& error) {
+  json params = json::object();
+  for (const auto& a : args) {
+    const auto eq = a.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      error = "'" + a + "' is not KEY=VALUE";
+      return std::nullopt;
+    }
+    const std::string value = a.substr(eq + 1);
+    json v = json::parse(value, nullptr, false);
+    params[a.substr(0, eq)] = v.is_discarded() ? json(value) : std::move(v);
+  }
+  return params;
 }
 
 int run_ctl_command(CLI::App& ctl) {
@@ -349,6 +389,15 @@ int run_ctl_command(CLI::App& ctl) {
     if (g_args.controller >= 0) request["cntlid"] = g_args.controller;
   } else if (name == "ana") {
     request = json{{"command", "ana_set"}, {"listener", g_args.listener}, {"group", g_args.group}, {"state", g_args.state}};
+  } else if (manage::find_edit_verb(name) != nullptr) {
+    std::string bad;
+    auto params = params_of(g_args.params, bad);
+    if (!params) {
+      std::fprintf(stderr, "rdmablk-target ctl %s: %s\n", name.c_str(), bad.c_str());
+      return 2;
+    }
+    request = std::move(*params);
+    request["command"] = name;
   } else if (name == "disconnect") {
     if (!g_args.host.empty()) {
       request["host"] = g_args.host;
@@ -383,6 +432,10 @@ int run_ctl_command(CLI::App& ctl) {
     else if (name == "ana")
       std::printf("ANA group %u on %s: %s (%s)\n", g_args.group, g_args.listener.c_str(), g_args.state.c_str(),
                   r["changed"].get<bool>() ? "changed" : "unchanged");
+    else if (name == "managed") print_managed(r);
+    else if (r.contains("changed"))
+      std::printf("%s: %s\n", name.c_str(),
+                  r["changed"].get<bool>() ? r["summary"].get<std::string>().c_str() : "nothing to change");
   } catch (const json::exception& e) {
     std::fprintf(stderr, "rdmablk-target ctl: unexpected reply (%s): %s\n", e.what(), r.dump().c_str());
     return 1;

@@ -23,6 +23,8 @@
 #include "target/control/control_server.h"
 #include "target/core/core.h"
 #include "target/core/core_reactor.h"
+#include "target/manage/config_edits.h"
+#include "target/manage/managed_config.h"
 #include "target/metrics/metrics.h"
 #include "target/metrics/metrics_http.h"
 #include "target/daemon/transport_options.h"
@@ -60,7 +62,8 @@ struct ResizeSignal {
 
 struct Daemon::Impl {
   DaemonOptions options;
-  TargetConfig config;
+  TargetConfig config;           // as applied (the listeners as started)
+  manage::ManagedConfig managed;  // the config file and the management API's overlay on it
   std::chrono::steady_clock::time_point started = std::chrono::steady_clock::now();
   int64_t config_loaded_unix_ms = 0;
   int64_t started_unix_ms = 0;
@@ -97,6 +100,7 @@ struct Daemon::Impl {
   Result<void> create_core();
   Result<void> create_tls_context();  // when a listener offers TLS
   Result<void> open_listeners();
+  Result<std::string> apply_config(const TargetConfig& next);  // reload and the management verbs
   // Only a socket the config or the command line names is an error when it cannot open.
   Result<void> open_control_socket(ControlHooks hooks);
   Result<void> open_metrics(std::function<TargetStatus()> status);
@@ -294,12 +298,14 @@ Result<void> Daemon::Impl::open_metrics(std::function<TargetStatus()> status) {
 }
 
 
-Result<std::unique_ptr<Daemon>> Daemon::start(const TargetConfig& config, const DaemonOptions& options) {
+Result<std::unique_ptr<Daemon>> Daemon::start(manage::ManagedConfig managed, const DaemonOptions& options) {
   std::unique_ptr<Daemon> d(new Daemon());
   d->impl_ = std::make_unique<Impl>();
   Impl& s = *d->impl_;
   s.options = options;
-  s.config = config;
+  s.config = managed.config;
+  s.managed = std::move(managed);
+  const TargetConfig& config = s.config;
   raise_open_file_limit(config);
   s.started_unix_ms = unix_ms_now();
   s.config_loaded_unix_ms = s.started_unix_ms;
@@ -318,9 +324,8 @@ Result<std::unique_ptr<Daemon>> Daemon::start(const TargetConfig& config, const 
       .reload = [self] { return self->reload_notifying("control socket"); },
       .disconnect_host = [self](const std::string& host) { return self->impl_->core->disconnect_host(host); },
       .disconnect_controller = [self](uint16_t id) { return self->impl_->core->disconnect_controller(id); },
-      .ana_set = [self](const std::string& listener, uint32_t group, protocol::AnaState state) {
-        return self->impl_->core->set_ana_state(listener, group, state);
-      },
+      .manage = [self](const std::string& verb, const nlohmann::json& params) { return self->manage(verb, params); },
+      .managed = [self] { return manage::overlay_json(self->impl_->managed); },
   };
   if (auto r = s.open_control_socket(std::move(hooks)); !r) return tl::unexpected(r.error());
   if (auto r = s.open_metrics([self] { return self->status(); }); !r) return tl::unexpected(r.error());
@@ -331,37 +336,70 @@ Daemon::~Daemon() { stop(); }
 
 Result<std::string> Daemon::reload() {
   Impl& s = *impl_;
-  auto config = load_config(s.options.config_path);
-  if (!config) return tl::unexpected(config.error());
+  auto next = manage::reload_base(s.managed);
+  if (!next) return tl::unexpected(next.error());
+  auto summary = s.apply_config(next->config);
+  if (!summary) return tl::unexpected(summary.error());
+  s.managed = std::move(*next);
+  spdlog::info("reloaded {}: {}", s.options.config_path, *summary);
+  s.config_loaded_unix_ms = unix_ms_now();
+  return summary;
+}
+
+// What a reload and a management verb share: `next` checked against the machine and carried out by the
+// core. On error nothing changed.
+Result<std::string> Daemon::Impl::apply_config(const TargetConfig& next_config) {
+  TargetConfig next = next_config;
   EnvironmentChecks checks;
   checks.ports = false;
-  if (auto env = validate_environment(*config, checks); !env) return tl::unexpected(env.error());
+  if (auto env = validate_environment(next, checks); !env) return tl::unexpected(env.error());
   // Listeners, reactors, the control socket and the metrics endpoint stay as started: the sockets stay
   // bound, so the core keeps serving (and advertising, and enforcing the roles of) the listeners that
   // really exist.
-  if (auto pending = restart_only_changes(s.config, *config); !pending.empty()) {
-    std::string keys;
-    for (const auto& k : pending) keys += (keys.empty() ? "" : ", ") + k;
-    spdlog::warn("changes to {} take effect at the next restart", keys);
+  std::string at_restart;
+  if (auto pending = restart_only_changes(config, next); !pending.empty()) {
+    for (const auto& k : pending) at_restart += (at_restart.empty() ? "" : ", ") + k;
+    spdlog::warn("changes to {} take effect at the next restart", at_restart);
   }
-  // The listeners as started (endpoints, roles, TLS), each with the ANA states the file now gives it.
-  std::vector<ListenerConfig> listeners = s.config.listeners;
+  // The listeners as started (endpoints, roles, TLS), each with the ANA states the config now gives it.
+  std::vector<ListenerConfig> listeners = config.listeners;
   for (auto& l : listeners) {
-    for (const auto& n : config->listeners)
+    for (const auto& n : next.listeners)
       if (n.transport == l.transport && n.address == l.address && n.port == l.port && n.role == l.role) l.ana = n.ana;
   }
-  config->listeners = std::move(listeners);
-  auto summary = s.core->reload(*config);
+  next.listeners = std::move(listeners);
+  auto summary = core->reload(next);
   if (!summary) return tl::unexpected(summary.error());
   // A file or block device grown since it was opened (rbd images tell by themselves): like nvmet's
   // revalidate_size, a reload is the moment to look.
-  s.core->refresh_namespace_sizes();
-  s.tls_psks->update(*config);  // new handshakes use the new PSKs; connections up keep theirs
-  for (const auto& warning : config->warnings) spdlog::warn("{}", warning);
-  spdlog::info("reloaded {}: {}", s.options.config_path, summary->describe());
-  s.config = std::move(*config);
-  s.config_loaded_unix_ms = unix_ms_now();
-  return summary->describe();
+  core->refresh_namespace_sizes();
+  tls_psks->update(next);  // new handshakes use the new PSKs; connections up keep theirs
+  for (const auto& warning : next.warnings) spdlog::warn("{}", warning);
+  config = std::move(next);
+  return summary->describe() + (at_restart.empty() ? "" : "; at the next restart: " + at_restart);
+}
+
+Result<nlohmann::json> Daemon::manage(const std::string& verb, const nlohmann::json& params) {
+  Impl& s = *impl_;
+  auto proposal = manage::propose_edit(s.managed, verb, params);
+  if (!proposal) return tl::unexpected(proposal.error());
+  const nlohmann::json shown = manage::redact_secrets(params);
+  if (!proposal->changed) {
+    spdlog::info("ctl {} {}: nothing to change", verb, shown.dump());
+    return nlohmann::json{{"changed", false}};
+  }
+  // Saved first, so that what hosts see live is never lost at a restart; put back if the core refuses.
+  if (auto saved = manage::save_overlay(proposal->next); !saved) return tl::unexpected(saved.error());
+  auto summary = s.apply_config(proposal->next.config);
+  if (!summary) {
+    if (auto undone = manage::save_overlay(s.managed); !undone) {
+      spdlog::error("{}: could not put the overlay back: {}", verb, undone.error().message);
+    }
+    return tl::unexpected(summary.error());
+  }
+  s.managed = std::move(proposal->next);
+  spdlog::info("ctl {} {}: {}", verb, shown.dump(), *summary);
+  return nlohmann::json{{"changed", true}, {"summary", *summary}};
 }
 
 Result<std::string> Daemon::reload_notifying(const char* why) {

@@ -9,6 +9,7 @@
 #include "protocol/result.h"
 #include "target/config/config.h"
 #include "target/core/status.h"
+#include "target/manage/managed_config.h"
 
 namespace rdmablk::target {
 
@@ -23,7 +24,8 @@ inline constexpr const char* kTargetVersion = "0.1.0";
 class Daemon {
  public:
   // Starts reactors, opens every namespace, binds every listener. Nothing is left running on error.
-  static Result<std::unique_ptr<Daemon>> start(const TargetConfig& config, const DaemonOptions& options);
+  // `managed`: the config file and the management API's overlay (manage::load_managed_config).
+  static Result<std::unique_ptr<Daemon>> start(manage::ManagedConfig managed, const DaemonOptions& options);
   ~Daemon();
   Daemon(const Daemon&) = delete;
   Daemon& operator=(const Daemon&) = delete;
@@ -35,6 +37,9 @@ class Daemon {
   // changed). reload_notifying() also tells systemd (RELOADING=1 ... READY=1) and logs the outcome.
   Result<std::string> reload();
   Result<std::string> reload_notifying(const char* why);
+  // A management verb (target/manage/config_edits.h): checked, saved to the overlay, applied; the reply's
+  // result ({"changed": bool, "summary": ...}) or the error (nothing changed). Control thread.
+  Result<nlohmann::json> manage(const std::string& verb, const nlohmann::json& params);
   // What the control socket and /metrics report (control thread).
   TargetStatus status() const;
   // Stops listeners, disconnects every host, waits for in-flight I/O (up to drain_timeout), stops the

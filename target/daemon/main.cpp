@@ -41,11 +41,13 @@ int main(int argc, char** argv) {
   if (*ctl) return rdmablk::target::run_ctl_command(*ctl);
 
   // The configuration is checked completely before anything starts: one message, exit status 2.
-  auto config = rdmablk::target::load_config(config_path);
-  if (!config) {
-    std::fprintf(stderr, "rdmablk-target: %s\n", config.error().message.c_str());
+  // The file with the management API's changes replayed on it (target/manage/managed_config.h).
+  auto managed = rdmablk::target::manage::load_managed_config(config_path);
+  if (!managed) {
+    std::fprintf(stderr, "rdmablk-target: %s\n", managed.error().message.c_str());
     return kExitBadConfig;
   }
+  const rdmablk::target::TargetConfig* config = &managed->config;
   if (auto env = rdmablk::target::validate_environment(*config); !env) {
     std::fprintf(stderr, "rdmablk-target: %s\n", env.error().message.c_str());
     return kExitBadConfig;
@@ -72,7 +74,7 @@ int main(int argc, char** argv) {
 
   rdmablk::target::block_daemon_signals();
   auto daemon =
-      rdmablk::target::Daemon::start(*config, {.config_path = config_path, .control_socket = control_socket});
+      rdmablk::target::Daemon::start(std::move(*managed), {.config_path = config_path, .control_socket = control_socket});
   if (!daemon) {
     spdlog::error("cannot start: {}", daemon.error().message);
     return 1;

@@ -13,6 +13,7 @@
 #include <system_error>
 #include <vector>
 
+#include "target/reservations/durable_file.h"
 #include "target/reservations/state_format.h"
 
 namespace rdmablk::target::reservations {
@@ -22,65 +23,6 @@ namespace fs = std::filesystem;
 namespace {
 
 std::string errstr(int err) { return std::strerror(err); }
-
-// Closes on every path out, so an error return never leaks the descriptor.
-class Fd {
- public:
-  explicit Fd(int fd) noexcept : fd_(fd) {}
-  ~Fd() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  Fd(const Fd&) = delete;
-  Fd& operator=(const Fd&) = delete;
-  int get() const noexcept { return fd_; }
-  // close(2) reports a deferred write error (NFS, some FUSE file systems): the caller checks it.
-  int close() noexcept {
-    const int rc = ::close(fd_);
-    fd_ = -1;
-    return rc;
-  }
-
- private:
-  int fd_;
-};
-
-Result<void> write_all(int fd, std::span<const uint8_t> bytes, const fs::path& path) {
-  while (!bytes.empty()) {
-    const ssize_t n = ::write(fd, bytes.data(), bytes.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return make_error(fmt::format("writing {}: {}", path.string(), errstr(errno)), errno);
-    bytes = bytes.subspan(static_cast<std::size_t>(n));
-  }
-  return {};
-}
-
-// A rename or an unlink in `dir` survives a power loss once the directory itself is synced.
-Result<void> fsync_dir(const fs::path& dir) {
-  Fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (fd.get() < 0 || ::fsync(fd.get()) != 0)
-    return make_error(fmt::format("syncing directory {}: {}", dir.string(), errstr(errno)), errno);
-  return {};
-}
-
-// The whole file, nullopt when it does not exist (nor its directory). No more than kMaxStateSize + 1 bytes:
-// more cannot be a state, and the parser says so.
-Result<std::optional<std::vector<uint8_t>>> read_file(const fs::path& path) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0) {
-    if (errno == ENOENT) return std::optional<std::vector<uint8_t>>{};
-    return make_error(fmt::format("opening {}: {}", path.string(), errstr(errno)), errno);
-  }
-  std::vector<uint8_t> bytes;
-  std::array<uint8_t, 64 * 1024> chunk;
-  while (bytes.size() <= kMaxStateSize) {
-    const ssize_t n = ::read(fd.get(), chunk.data(), chunk.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return make_error(fmt::format("reading {}: {}", path.string(), errstr(errno)), errno);
-    if (n == 0) break;
-    bytes.insert(bytes.end(), chunk.begin(), chunk.begin() + n);
-  }
-  return std::optional<std::vector<uint8_t>>(std::move(bytes));
-}
 
 // Removes `path` if it exists: whether it did.
 Result<bool> remove_if_there(const fs::path& path) {
@@ -99,7 +41,7 @@ Result<std::optional<ReservationState>> FileReservationStore::load() {
   if (auto gone = remove_if_there(tmp_); !gone)
     spdlog::warn("reservations: {}", gone.error().message);  // harmless: the next save replaces it
   else if (*gone) spdlog::warn("reservations: removed {} left by an interrupted save", tmp_.string());
-  auto bytes = read_file(path_);
+  auto bytes = read_small_file(path_, kMaxStateSize);
   if (!bytes) return tl::unexpected(bytes.error());
   if (!*bytes) {
     spdlog::debug("reservations: no saved state in {}", path_.string());
@@ -136,24 +78,7 @@ Result<std::optional<ReservationState>> state_from_saved(std::span<const uint8_t
 Result<void> FileReservationStore::save(const ReservationState& state) { return state.ptpl ? write(state) : remove(); }
 
 Result<void> FileReservationStore::write(const ReservationState& state) {
-  std::error_code ec;
-  fs::create_directories(dir_, ec);
-  if (ec) return make_error(fmt::format("creating {}: {}", dir_.string(), ec.message()), ec.value());
-  const std::vector<uint8_t> bytes = serialize_state(state);
-  Fd fd(::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-  if (fd.get() < 0) return make_error(fmt::format("creating {}: {}", tmp_.string(), errstr(errno)), errno);
-  auto written = write_all(fd.get(), bytes, tmp_);
-  if (written && ::fsync(fd.get()) != 0)
-    written = make_error(fmt::format("syncing {}: {}", tmp_.string(), errstr(errno)), errno);
-  if (written && fd.close() != 0)
-    written = make_error(fmt::format("closing {}: {}", tmp_.string(), errstr(errno)), errno);
-  if (written && ::rename(tmp_.c_str(), path_.c_str()) != 0)
-    written = make_error(fmt::format("renaming {} to {}: {}", tmp_.string(), path_.string(), errstr(errno)), errno);
-  if (!written) {
-    ::unlink(tmp_.c_str());  // NAME keeps the previous state
-    return written;
-  }
-  return fsync_dir(dir_);
+  return replace_file_durably(path_, serialize_state(state));
 }
 
 Result<void> FileReservationStore::remove() {

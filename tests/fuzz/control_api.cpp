@@ -5,8 +5,12 @@
 //
 // Input: the request line (up to the first '\n': the control server hands over one line at a time), then
 // the bytes that fill the status (FuzzedDataProvider).
+// The management verbs run the real edit and planner (target/manage/) on a fixed configuration, so any JSON
+// params reach the document edits and the config parser.
 // Invariants: handle_control_request never throws (its contract: malformed input is an error reply); the
-// reply is one line of JSON, an object with "ok": true and a "result", or "ok": false and an "error" string.
+// reply is one line of JSON: plain, an object with "ok": true and a "result", or "ok": false and an "error"
+// string; or JSON-RPC 2.0, with "jsonrpc": "2.0", an "id", and a "result" or an "error" with a code and a
+// message.
 #include <fuzzer/FuzzedDataProvider.h>
 #include <nlohmann/json.hpp>
 
@@ -17,6 +21,7 @@
 #include "protocol/fabrics.h"
 #include "target/control/control_api.h"
 #include "target/core/status.h"
+#include "target/manage/managed_config.h"
 
 namespace {
 
@@ -97,6 +102,28 @@ tg::TargetStatus make_status(FuzzedDataProvider& in) {
 
 }  // namespace
 
+// The configuration the management verbs edit (propose_edit only: nothing is saved).
+const tg::manage::ManagedConfig& managed_base() {
+  static const tg::manage::ManagedConfig base = [] {
+    tg::manage::ManagedConfig m;
+    m.base.path = "/fuzz/target.yaml";
+    m.base.text =
+        "listeners:\n"
+        "  - {transport: tcp, address: 127.0.0.1, port: 4420, ana: {1: optimized}}\n"
+        "subsystems:\n"
+        "  - nqn: nqn.2024-01.io.rdmablk:sub\n"
+        "    hosts: [nqn.2014-08.org.nvmexpress:uuid:3fa85f64-5717-4562-b3fc-2c963f66afa6]\n"
+        "    namespaces:\n"
+        "      - {nsid: 1, backend: ram, size: 1MiB}\n";
+    m.base.root = YAML::Load(m.base.text);
+    auto config = tg::config_from_document(m.base);
+    if (!config) __builtin_trap();  // the fixed text parses
+    m.config = *config;
+    return m;
+  }();
+  return base;
+}
+
 extern "C" int LLVMFuzzerInitialize(int*, char***) {
   rdmablk::fuzz::quiet_logs();
   return 0;
@@ -121,12 +148,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, std::size_t size) {
   };
   hooks.disconnect_host = [&](const std::string&) { return disconnected; };
   hooks.disconnect_controller = [&](uint16_t) { return disconnected; };
+  hooks.manage = [](const std::string& verb, const nlohmann::json& params) -> rdmablk::Result<nlohmann::json> {
+    auto p = tg::manage::propose_edit(managed_base(), verb, params);
+    if (!p) return tl::unexpected(p.error());
+    return nlohmann::json{{"changed", p->changed}};
+  };
+  hooks.managed = [] { return tg::manage::overlay_json(managed_base()); };
 
   const std::string reply = tg::handle_control_request(hooks, line);
   FUZZ_CHECK(reply.find('\n') == std::string::npos);
   const auto j = nlohmann::json::parse(reply, nullptr, /*allow_exceptions=*/false);
   FUZZ_CHECK(!j.is_discarded());
   FUZZ_CHECK(j.is_object());
+  if (j.contains("jsonrpc")) {
+    FUZZ_CHECK(j["jsonrpc"] == "2.0" && j.contains("id"));
+    FUZZ_CHECK(j.contains("result") != j.contains("error"));
+    if (j.contains("error")) {
+      FUZZ_CHECK(j["error"]["code"].is_number_integer() && j["error"]["message"].is_string());
+    }
+    return 0;
+  }
   FUZZ_CHECK(j.contains("ok") && j["ok"].is_boolean());
   if (j["ok"].get<bool>()) {
     FUZZ_CHECK(j.contains("result"));

@@ -187,10 +187,17 @@ TargetProcess::~TargetProcess() {
 }
 
 std::string TargetProcess::render(const std::string& yaml_template) const {
-  return substitute(yaml_template, {{"IO_PORT", std::to_string(io_port_)},
-                                    {"DISC_PORT", std::to_string(disc_port_)},
-                                    {"DIR", dir().string()},
-                                    {"NQN", kSubnqn}});
+  std::string text = substitute(yaml_template, {{"IO_PORT", std::to_string(io_port_)},
+                                                {"DISC_PORT", std::to_string(disc_port_)},
+                                                {"DIR", dir().string()},
+                                                {"NQN", kSubnqn}});
+  // The target's state (reservations, the management overlay) in the test's directory, not /var/lib/rdmablk,
+  // unless the test says where.
+  if (text.find("state_dir:") == std::string::npos) {
+    if (!text.empty() && text.back() != '\n') text += '\n';
+    text += "state_dir: " + (dir() / "state").string() + "\n";
+  }
+  return text;
 }
 
 std::size_t TargetProcess::log_size() const {

@@ -189,40 +189,59 @@ TEST(ControlApi, EveryVerbAnswers) {
   EXPECT_EQ(reload["error"], "/etc/rdmablk/target.yaml:3:5: nsid: bad");
 }
 
-TEST(ControlApi, AnaSetPassesTheListenerGroupAndStateOn) {
+// The management verbs (namespace_add, ana_set, ...) go to the daemon's manage hook with their parameters, in
+// either framing; what they check is tested with the real planner in test_manage.cpp.
+TEST(ControlApi, ManagementVerbsReachTheManageHookInBothFramings) {
   auto h = fake_hooks();
-  std::string seen_listener;
-  uint32_t seen_group = 0;
-  rdmablk::protocol::AnaState seen_state{};
-  h.ana_set = [&](const std::string& listener, uint32_t group, rdmablk::protocol::AnaState state) -> Result<bool> {
-    if (listener != "10.0.0.1:4420") return make_error("no io listener at " + listener);
-    seen_listener = listener;
-    seen_group = group;
-    seen_state = state;
-    return true;
+  std::vector<std::pair<std::string, json>> seen;
+  h.manage = [&](const std::string& verb, const json& params) -> Result<json> {
+    seen.emplace_back(verb, params);
+    if (params.value("nsid", 0) == 9) return make_error("nsid: no namespace 9 in nqn.test:sub", EINVAL);
+    if (params.value("nsid", 0) == 8) return make_error("the overlay could not be saved", EIO);
+    return json{{"changed", true}, {"summary", "namespaces +1"}};
   };
-  auto r = ask(h, R"({"command":"ana_set","listener":"10.0.0.1:4420","group":2,"state":"inaccessible"})");
-  ASSERT_TRUE(r["ok"].get<bool>()) << r.dump();
-  EXPECT_EQ(r["result"]["changed"], true);
-  EXPECT_EQ(seen_listener, "10.0.0.1:4420");
-  EXPECT_EQ(seen_group, 2u);
-  EXPECT_EQ(seen_state, rdmablk::protocol::AnaState::inaccessible);
-  auto wrong = ask(h, R"({"command":"ana_set","listener":"10.0.0.9:4420","group":2,"state":"optimized"})");
-  EXPECT_FALSE(wrong["ok"].get<bool>());
-  EXPECT_EQ(wrong["error"], "no io listener at 10.0.0.9:4420");
-  for (const char* bad : {R"({"command":"ana_set","listener":"a:1","group":0,"state":"optimized"})",
-                          R"({"command":"ana_set","listener":"a:1","group":129,"state":"optimized"})",
-                          R"({"command":"ana_set","listener":"a:1","group":1,"state":"fast"})",
-                          R"({"command":"ana_set","group":1,"state":"optimized"})"}) {
-    auto e = ask(h, bad);
-    EXPECT_FALSE(e["ok"].get<bool>()) << bad;
-  }
-  EXPECT_EQ(seen_group, 2u);  // none of them reached the daemon
+  auto plain = ask(h, R"({"command":"namespace_add","subsystem":"nqn.test:sub","nsid":2,"backend":"ram"})");
+  ASSERT_TRUE(plain["ok"].get<bool>()) << plain.dump();
+  EXPECT_EQ(plain["result"]["changed"], true);
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].first, "namespace_add");
+  EXPECT_EQ(seen[0].second, (json{{"subsystem", "nqn.test:sub"}, {"nsid", 2}, {"backend", "ram"}}));  // no "command"
+
+  auto rpc = ask(h, R"({"jsonrpc":"2.0","method":"ana_set","params":{"listener":"10.0.0.1:4420","group":2,)"
+                    R"("state":"inaccessible"},"id":"a1"})");
+  EXPECT_EQ(rpc["jsonrpc"], "2.0");
+  EXPECT_EQ(rpc["id"], "a1");
+  EXPECT_EQ(rpc["result"]["changed"], true);
+  ASSERT_EQ(seen.size(), 2u);
+  EXPECT_EQ(seen[1].second["group"], 2);
+
+  auto invalid = ask(h, R"({"jsonrpc":"2.0","method":"namespace_remove","params":{"nsid":9},"id":3})");
+  EXPECT_EQ(invalid["error"]["code"], -32602);
+  EXPECT_EQ(invalid["error"]["message"], "nsid: no namespace 9 in nqn.test:sub");
+  EXPECT_EQ(invalid["id"], 3);
+  auto failed = ask(h, R"({"jsonrpc":"2.0","method":"namespace_remove","params":{"nsid":8},"id":4})");
+  EXPECT_EQ(failed["error"]["code"], -32000);
+  auto plain_error = ask(h, R"({"command":"namespace_remove","nsid":9})");
+  EXPECT_FALSE(plain_error["ok"].get<bool>());
+  EXPECT_EQ(plain_error["error"], "nsid: no namespace 9 in nqn.test:sub");
+
+  // JSON-RPC's own errors, none of which reaches the hook.
+  const std::size_t before = seen.size();
+  EXPECT_EQ(ask(h, R"({"jsonrpc":"2.0","method":"format_disk","id":1})")["error"]["code"], -32601);
+  EXPECT_EQ(ask(h, R"({"jsonrpc":"2.0","method":"namespace_add","params":[1],"id":1})")["error"]["code"], -32602);
+  EXPECT_EQ(ask(h, R"({"jsonrpc":"1.0","method":"status","id":1})")["error"]["code"], -32600);
+  EXPECT_EQ(ask(h, R"({"jsonrpc":"2.0","method":"status","id":{"x":1}})")["error"]["code"], -32600);
+  EXPECT_EQ(ask(h, R"([{"jsonrpc":"2.0","method":"status","id":1}])")["error"]["code"], -32600);
+  EXPECT_EQ(ask(h, R"({"jsonrpc":"2.0","method":)")["error"]["code"], -32700);
+  EXPECT_EQ(seen.size(), before);
+  // Reading verbs answer in JSON-RPC too.
+  auto status = ask(h, R"({"jsonrpc":"2.0","method":"status","id":9})");
+  EXPECT_EQ(status["result"]["pid"], 42);
 }
 
 TEST(ControlApi, BadRequestsGetErrorReplies) {
   auto h = fake_hooks();
-  for (const char* bad : {"not json", "[1,2]", "{}", R"({"command":5})", R"({"command":"format-disk"})",
+  for (const char* bad : {"not json", "{}", R"({"command":5})", R"({"command":"format-disk"})",
                           R"({"command":"stats","nsid":"one"})", R"({"command":"disconnect"})",
                           R"({"command":"disconnect","host":"a","cntlid":1})", "{\"command\":\"status\""}) {
     auto r = ask(h, bad);
