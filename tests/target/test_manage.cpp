@@ -105,6 +105,13 @@ TEST_F(Manage, NamespaceVerbsAddChangeMaskAndRemove) {
   EXPECT_TRUE(ns(2)->visible_to(kHostB));
   ASSERT_EQ(run("namespace_set", {{"subsystem", kSub}, {"nsid", 2}, {"hosts", nullptr}}), true);
   EXPECT_TRUE(ns(2)->visible_to(kHostA));
+  // QoS limits, set and lifted live (change::QosChanged: the same backend).
+  ASSERT_EQ(run("namespace_set", {{"subsystem", kSub}, {"nsid", 2}, {"qos", {{"iops", 5000}}}}), true);
+  EXPECT_EQ(ns(2)->qos.limits.iops, 5000u);
+  EXPECT_NE(error_of("namespace_set", {{"subsystem", kSub}, {"nsid", 2}, {"qos", {{"iopz", 5}}}}).find("qos.iopz"),
+            std::string::npos);
+  ASSERT_EQ(run("namespace_set", {{"subsystem", kSub}, {"nsid", 2}, {"qos", nullptr}}), true);
+  EXPECT_FALSE(ns(2)->qos.limits.any());
   ASSERT_EQ(run("namespace_remove", {{"subsystem", kSub}, {"nsid", 2}}), true);
   EXPECT_EQ(ns(2), nullptr);
 }
@@ -165,6 +172,9 @@ TEST_F(Manage, AVerbPlansTheSameChangesAsTheSameEditToTheFile) {
       {"namespace_set",
        {{"subsystem", kSub}, {"nsid", 1}, {"size", "2MiB"}},
        "__replace__      - {nsid: 1, backend: ram, size: 2MiB}\n"},
+      {"namespace_set",
+       {{"subsystem", kSub}, {"nsid", 1}, {"qos", {{"iops", 5000}, {"write_mbps", 50}}}},
+       "__replace__      - {nsid: 1, backend: ram, size: 1MiB, qos: {iops: 5000, write_mbps: 50}}\n"},
   };
   for (const auto& c : cases) {
     const ManagedConfig before = running_;
