@@ -124,7 +124,7 @@ class Reader {
   YAML::Node load_mapping(std::string_view empty_problem) const;
   // Parse this document instead of the text (load_mapping() returns it after the same checks): a document
   // loaded from the text and then edited in memory. Nodes from the text keep their marks into it.
-  void use_document(YAML::Node root) { document_ = std::move(root); }
+  void use_document(const YAML::Node& root) { document_ = root; }
 
   // Null in the file as the word null (only under Dialect::null_is_a_word), see Dialect.
   bool written_null_word(const YAML::Node& n) const;
