@@ -14,10 +14,10 @@
 
 namespace e2e {
 
-// Two listeners on 127.0.0.1 (io + discovery), two reactors, one subsystem open to any host with the
+// Two listeners on 127.0.0.1 (io + discovery), `reactors` reactors, one subsystem open to any host with the
 // namespaces given (YAML list items indented by 6 spaces).
 inline std::string config_with_namespaces(const std::string& namespaces, const std::string& subsystem_extra = "",
-                                          const std::string& top_extra = "") {
+                                          const std::string& top_extra = "", unsigned reactors = 2) {
   return R"(listeners:
   - transport: tcp
     address: 127.0.0.1
@@ -26,8 +26,7 @@ inline std::string config_with_namespaces(const std::string& namespaces, const s
     address: 127.0.0.1
     port: ${DISC_PORT}
     role: discovery
-reactors: 2
-)" + top_extra + R"(subsystems:
+reactors: )" + std::to_string(reactors) + "\n" + top_extra + R"(subsystems:
   - nqn: ${NQN}
 )" + (subsystem_extra.empty() ? std::string("    allow_any_host: true\n") : subsystem_extra) +
          "    namespaces:\n" + namespaces;
