@@ -34,6 +34,22 @@ std::string nqn(FuzzedDataProvider& in, const char* fallback) {
   return rdmablk::protocol::valid_nqn(s) ? s : std::string(fallback);
 }
 
+// QoS rows as the core reports them: none, the namespace's own, then per-host ones.
+std::vector<st::QosStats> qos_stats(FuzzedDataProvider& in) {
+  std::vector<st::QosStats> rows(in.ConsumeIntegralInRange<std::size_t>(0, 3));
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    st::QosStats& q = rows[i];
+    if (i > 0) q.host = nqn(in, "nqn.2014-08.org.nvmexpress:uuid:3fa85f64-5717-4562-b3fc-2c963f66afa6");
+    q.iops = in.ConsumeIntegral<uint64_t>();
+    q.mbps = in.ConsumeIntegral<uint64_t>();
+    q.read_mbps = in.ConsumeIntegral<uint64_t>();
+    q.write_mbps = in.ConsumeIntegral<uint64_t>();
+    q.throttled_commands = in.ConsumeIntegral<uint64_t>();
+    q.throttled_ns = in.ConsumeIntegral<uint64_t>();
+  }
+  return rows;
+}
+
 st::IoStatsSnapshot io_stats(FuzzedDataProvider& in) {
   st::IoStatsSnapshot io;
   for (auto& op : io.ops) {
@@ -81,7 +97,7 @@ tg::TargetStatus make_status(FuzzedDataProvider& in) {
     ns.block_size = 512;
     sub.namespaces.push_back(ns);
     s.subsystems.push_back(sub);
-    s.namespace_stats.push_back({sub.nqn, ns.nsid, io_stats(in)});
+    s.namespace_stats.push_back({sub.nqn, ns.nsid, io_stats(in), qos_stats(in)});
   }
   const std::size_t ctrls = in.ConsumeIntegralInRange<std::size_t>(0, 3);
   for (std::size_t i = 0; i < ctrls; ++i) {
