@@ -33,6 +33,11 @@ std::shared_ptr<ConnectionGate> ConnectionGate::create(const ConnectionLimitOpti
 
 unsigned ConnectionGate::add_listener(std::string name) {
   std::lock_guard lock(mu_);
+  // A listener removed and added back (the management API) keeps its slot: the connections still open
+  // from its earlier life count against the same per-listener limit, and the table does not grow.
+  for (std::size_t i = 0; i < listeners_.size(); ++i) {
+    if (listeners_[i].first == name) return static_cast<unsigned>(i);
+  }
   listeners_.emplace_back(std::move(name), 0);
   return static_cast<unsigned>(listeners_.size() - 1);
 }

@@ -45,7 +45,8 @@ class ConnectionGate : public std::enable_shared_from_this<ConnectionGate> {
  public:
   static std::shared_ptr<ConnectionGate> create(const ConnectionLimitOptions& options);
 
-  // A listener's slot in the gate; `name` ("127.0.0.1:4420") is used in refusal messages.
+  // A listener's slot in the gate; `name` ("127.0.0.1:4420") is used in refusal messages. The same name
+  // gets the same slot (one per endpoint).
   unsigned add_listener(std::string name);
 
   // A place for a connection from `host` (an address without port, see host_of) on `listener`, or false

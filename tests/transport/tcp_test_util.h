@@ -146,6 +146,9 @@ struct TargetFixture {
     auto l = tcp::TcpListener::create(a, reactors.slots(), handler, opts);
     EXPECT_TRUE(l) << (l ? "" : l.error().message);
     if (l) listener = std::move(*l);
+    if (listener) {
+      EXPECT_TRUE(listener->start());
+    }
   }
   ~TargetFixture() {
     // Tests close their host sockets; every connection must then go away on its own.

@@ -52,6 +52,25 @@ TEST(ConnectionGate, PerListenerLimitAndMovedTickets) {
   EXPECT_EQ(gate->open_from("h1"), 0u);
 }
 
+// A listener removed and added back keeps its slot: what is still open from before counts.
+TEST(ConnectionGate, TheSameListenerNameGetsTheSameSlot) {
+  auto gate = ConnectionGate::create({.per_listener = 1, .per_host = 0});
+  const unsigned a = gate->add_listener("127.0.0.1:4420");
+  const unsigned rdma = gate->add_listener("rdma 127.0.0.1:4420");
+  EXPECT_NE(a, rdma);
+  ConnectionTicket t;
+  std::string why;
+  ASSERT_TRUE(gate->admit(a, "h1", t, why));
+  const unsigned again = gate->add_listener("127.0.0.1:4420");
+  EXPECT_EQ(again, a);
+  EXPECT_EQ(gate->open_on(again), 1u);
+  ConnectionTicket refused;
+  EXPECT_FALSE(gate->admit(again, "h2", refused, why));
+  EXPECT_EQ(why, "1 connections are open on 127.0.0.1:4420 (limits.connections.per_listener)");
+  ConnectionTicket other;
+  EXPECT_TRUE(gate->admit(rdma, "h2", other, why)) << why;
+}
+
 TEST(ConnectionGate, TicketsOutliveTheGateHandleAndReleaseFromOtherThreads) {
   auto gate = ConnectionGate::create({.per_listener = 100, .per_host = 100});
   const unsigned l = gate->add_listener("x");

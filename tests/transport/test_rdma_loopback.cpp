@@ -50,6 +50,9 @@ struct RdmaFixture {
     auto l = rd::RdmaListener::create(a, reactors.slots(), handler, opts);
     EXPECT_TRUE(l) << (l ? "" : l.error().message);
     if (l) listener = std::move(*l);
+    if (listener) {
+      EXPECT_TRUE(listener->start());
+    }
   }
   ~RdmaFixture() {
     EXPECT_TRUE(wait_until([] { return rd::live_rdma_target_queues() == 0; }, 60s))

@@ -3,6 +3,8 @@
 
 #include "transport/tcp/tcp_host.h"
 
+#include <future>
+
 #include <spdlog/sinks/ringbuffer_sink.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
@@ -271,6 +273,76 @@ TEST(TcpListener, PortInUseIsReportedAtCreate) {
   bad.maxh2cdata = 1000;
   a.trsvcid = 0;
   EXPECT_FALSE(tcp::TcpListener::create(a, slots, f.handler, bad));
+}
+
+namespace {
+
+// Every message posted to `r` before this call has run when it returns.
+void drain(Reactor& r) {
+  std::promise<void> ran;
+  r.post([&ran] { ran.set_value(); });
+  ran.get_future().wait();
+}
+
+int connect_raw(uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+}  // namespace
+
+// create() binds and listens; accepting waits for start(), so that the daemon's core knows a listener
+// before its first connection: until then the kernel keeps the connection in the backlog.
+TEST(TcpListener, ConnectionsWaitInTheBacklogUntilStart) {
+  TargetFixture f;
+  std::vector<ReactorSlot> slots{{f.reactors[0].reactor.get(), f.reactors[0].pool.get()}};
+  TransportAddress a;
+  a.traddr = "127.0.0.1";
+  a.trsvcid = 0;
+  auto l = tcp::TcpListener::create(a, slots, f.handler);
+  ASSERT_TRUE(l) << l.error().message;
+  const int fd = connect_raw((*l)->address().trsvcid);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  drain(*f.reactors[0].reactor);  // anything create() posted has run
+  EXPECT_EQ(tcp::live_tcp_target_connections(), 0u) << "accepted before start()";
+  ASSERT_TRUE((*l)->start());
+  EXPECT_TRUE((*l)->start()) << "a second start is a no-op";
+  EXPECT_TRUE(wait_until([] { return tcp::live_tcp_target_connections() == 1; }));
+  ::close(fd);
+  EXPECT_TRUE(wait_until([] { return tcp::live_tcp_target_connections() == 0; }));
+}
+
+// A listener removed and added back on the same port (the management API): stop_and_wait() returns once
+// the socket is closed, so the new bind cannot find the port busy; connections up stay up.
+TEST(TcpListener, StopAndWaitFreesThePortAndKeepsQueues) {
+  TargetFixture f;
+  auto q = connect_host_queue(f.host_options());
+  ASSERT_TRUE(q) << q.error().message;
+  const TransportAddress bound = f.listener->address();
+  std::vector<ReactorSlot> slots{{f.reactors[0].reactor.get(), f.reactors[0].pool.get()}};
+  for (int round = 0; round < 20; ++round) {
+    ASSERT_TRUE(f.listener->stop_and_wait(30s)) << "round " << round;
+    EXPECT_FALSE(f.listener->stop_and_wait(30s)) << "nothing left to stop";
+    auto again = tcp::TcpListener::create(bound, slots, f.handler);
+    ASSERT_TRUE(again) << "round " << round << ": " << again.error().message;
+    ASSERT_TRUE((*again)->start());
+    f.listener = std::move(*again);
+  }
+  EXPECT_EQ(tcp::live_tcp_acceptors(), 1u);
+  auto q2 = connect_host_queue(f.host_options());
+  ASSERT_TRUE(q2) << q2.error().message;
+  std::vector<uint8_t> data(kBlock, 0x5a);
+  Io io;
+  prep_rw(io, true, 3, data);
+  EXPECT_EQ(run_one(**q, io), p::status::success) << "the queue from before the stops still works";
 }
 
 // Out of descriptors, the acceptor retries its accept after 100 ms instead of spinning on EMFILE. A listener

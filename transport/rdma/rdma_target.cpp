@@ -487,6 +487,7 @@ struct RdmaListener::Impl final : ListenerHome {
   std::shared_ptr<std::vector<ReactorRdma*>> contexts;
 
   Reactor& home() const noexcept override { return *reactors[0].reactor; }
+  void start_on_reactor() noexcept override { arm(); }
 
   void arm() noexcept {
     if (armed || stopping) return;
@@ -731,7 +732,7 @@ Result<std::unique_ptr<RdmaListener>> RdmaListener::create(const TransportAddres
   impl->op.self = impl;
   impl->where = where;
   if (gate) {
-    impl->gate_listener = gate->add_listener(where);
+    impl->gate_listener = gate->add_listener("rdma " + where);  // apart from a TCP listener on the same port
     impl->gate = std::move(gate);
   }
   // Each reactor keeps its verbs context while the listener lives (no PD/CQ/MR churn per connection).
@@ -751,7 +752,6 @@ Result<std::unique_ptr<RdmaListener>> RdmaListener::create(const TransportAddres
   }
   impl->reactors = std::move(reactors);
   l->home_ = impl;
-  impl->home().post([impl] { impl->arm(); });
   spdlog::info("nvme-rdma: listening on {}:{}", address.traddr.empty() ? "*" : address.traddr, l->address_.trsvcid);
   return l;
 }

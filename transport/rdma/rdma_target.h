@@ -42,6 +42,7 @@ class RdmaListener : public ReactorListener {
                                                       TargetQueueHandler& handler,
                                                       const RdmaTargetOptions& opts = {},
                                                       std::shared_ptr<ConnectionGate> gate = nullptr);
+  // start(): connect requests are taken on reactors[0] from then on.
   // stop(): the cm_id and the channel are destroyed on reactors[0].
 
   struct Impl;

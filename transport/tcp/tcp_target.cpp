@@ -86,6 +86,7 @@ struct TcpListener::Acceptor final : ListenerHome {
   Acceptor& operator=(const Acceptor&) = delete;
 
   Reactor& home() const noexcept override { return *reactors[0].reactor; }
+  void start_on_reactor() noexcept override { arm(); }
 
   void arm() noexcept {
     if (armed || stopping) return;
@@ -209,14 +210,9 @@ struct TcpListener::Acceptor final : ListenerHome {
   }
 };
 
-Result<std::unique_ptr<TcpListener>> TcpListener::create(const TransportAddress& address,
-                                                        std::vector<ReactorSlot> reactors,
-                                                        TargetQueueHandler& handler, const TcpTargetOptions& opts,
-                                                        std::shared_ptr<ConnectionGate> gate) {
-  if (reactors.empty()) return make_error("TCP listener needs at least one reactor", EINVAL);
-  for (const auto& r : reactors) {
-    if (r.reactor == nullptr || r.pool == nullptr) return make_error("TCP listener: reactor without buffer pool", EINVAL);
-  }
+namespace {
+
+Result<void> check_options(const TcpTargetOptions& opts) {
   if (opts.maxh2cdata < pt::kMinMaxH2CData || opts.maxh2cdata % 4 != 0) {
     return make_error("maxh2cdata must be >= 4096 and a multiple of 4", EINVAL);
   }
@@ -230,6 +226,20 @@ Result<std::unique_ptr<TcpListener>> TcpListener::create(const TransportAddress&
       spdlog::debug("nvme-tcp: kernel TLS {}: {}", k.available ? "available" : "not available", k.reason);
     }
   }
+  return {};
+}
+
+}  // namespace
+
+Result<std::unique_ptr<TcpListener>> TcpListener::create(const TransportAddress& address,
+                                                        std::vector<ReactorSlot> reactors,
+                                                        TargetQueueHandler& handler, const TcpTargetOptions& opts,
+                                                        std::shared_ptr<ConnectionGate> gate) {
+  if (reactors.empty()) return make_error("TCP listener needs at least one reactor", EINVAL);
+  for (const auto& r : reactors) {
+    if (r.reactor == nullptr || r.pool == nullptr) return make_error("TCP listener: reactor without buffer pool", EINVAL);
+  }
+  if (auto valid = check_options(opts); !valid) return tl::unexpected(valid.error());
   auto sa = resolve_address(address, true);
   if (!sa) return tl::unexpected(sa.error());
   const std::string where = (address.traddr.empty() ? "*" : address.traddr) + ":" + std::to_string(address.trsvcid);
@@ -258,8 +268,19 @@ Result<std::unique_ptr<TcpListener>> TcpListener::create(const TransportAddress&
   a->op.op.fn = &Acceptor::on_cqe;
   a->op.self = a;
   l->home_ = a;
-  a->home().post([a] { a->arm(); });
   return l;
+}
+
+Result<void> TcpListener::set_options(const TcpTargetOptions& opts) {
+  if (auto valid = check_options(opts); !valid) return valid;
+  auto* a = static_cast<Acceptor*>(home_);
+  if (a == nullptr) return make_error("the listener is stopped", EINVAL);
+  try {
+    a->home().post([a, opts] { a->opts = opts; });
+  } catch (const std::exception& e) {
+    return make_error(std::string("TCP listener options: ") + e.what(), ENOMEM);
+  }
+  return {};
 }
 
 }  // namespace rdmablk::transport::tcp

@@ -30,13 +30,17 @@ namespace rdmablk::transport::tcp {
 class TcpListener : public ReactorListener {
  public:
   // Binds and listens now (SO_REUSEADDR; port 0 picks one, see address()), so a port in use is reported
-  // to the caller. Accepting starts on reactors[0] (io_uring multishot accept when the kernel has it, else
+  // to the caller. After start(), accepting runs on reactors[0] (io_uring multishot accept when the kernel has it, else
   // single shot re-armed); each connection goes to the next reactor round robin, by post(). With a `gate`, a
   // connection beyond its limits is closed at once (a rate-limited log line says which limit).
   static Result<std::unique_ptr<TcpListener>> create(const TransportAddress& address,
                                                      std::vector<ReactorSlot> reactors,
                                                      TargetQueueHandler& handler, const TcpTargetOptions& opts = {},
                                                      std::shared_ptr<ConnectionGate> gate = nullptr);
+  // Options for the connections accepted from now on (a live TLS policy change); those up keep theirs.
+  // Checked as create() checks them.
+  Result<void> set_options(const TcpTargetOptions& opts);
+  // start(): accepting begins on reactors[0].
   // stop(): the listening socket is closed on reactors[0] once its accept is cancelled.
 
   struct Acceptor;
