@@ -379,12 +379,12 @@ struct EnvironmentChecks {
 Result<void> validate_environment(const TargetConfig& config, EnvironmentChecks checks = {});
 
 // The settings that only take effect at the next restart and differ between the running configuration
-// and a reread one, by key in file order: "listeners", "reactors" (count or CPUs), "busy_poll_us",
-// "control", "metrics", "tls_psk_derivation". Empty when a reload applies everything.
+// and a reread one, by key in file order: "reactors" (count or CPUs), "busy_poll_us", "control",
+// "metrics", "tls_psk_derivation". Empty when a reload applies everything (listeners are opened, closed
+// and changed live).
 std::vector<std::string> restart_only_changes(const TargetConfig& running, const TargetConfig& reread);
-// Whether two listeners agree on everything a listener only takes at a restart (all but `ana`): what
-// restart_only_changes and the reload planner both compare, so a new restart-only key is added once.
-bool same_restart_settings(const ListenerConfig& a, const ListenerConfig& b) noexcept;
+// Whether two listeners agree on everything but `ana`: the endpoint, its role and its TCP settings.
+bool same_listener_settings(const ListenerConfig& a, const ListenerConfig& b) noexcept;
 
 // One line for the startup log: listeners, subsystems, namespaces, reactors (and their CPUs), log level,
 // limits, control socket, metrics endpoint.

@@ -262,17 +262,13 @@ CpuAvailability machine_cpus() {
   return cpus;
 }
 
-bool same_restart_settings(const ListenerConfig& a, const ListenerConfig& b) noexcept {
+bool same_listener_settings(const ListenerConfig& a, const ListenerConfig& b) noexcept {
   return a.transport == b.transport && a.address == b.address && a.port == b.port && a.role == b.role &&
          a.tls == b.tls && a.c2h_success == b.c2h_success;
 }
 
 std::vector<std::string> restart_only_changes(const TargetConfig& running, const TargetConfig& reread) {
   std::vector<std::string> keys;
-  if (!std::equal(running.listeners.begin(), running.listeners.end(), reread.listeners.begin(), reread.listeners.end(),
-                  same_restart_settings)) {
-    keys.emplace_back("listeners");
-  }
   if (running.reactors != reread.reactors || running.reactor_cpus != reread.reactor_cpus) keys.emplace_back("reactors");
   if (running.busy_poll_us != reread.busy_poll_us) keys.emplace_back("busy_poll_us");
   if (running.state_dir != reread.state_dir) keys.emplace_back("state_dir");

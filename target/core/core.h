@@ -79,7 +79,8 @@ class TargetCore final : public transport::TargetQueueHandler {
   // discovery controllers a Discovery Log Change event when what they list changed; controllers of a
   // removed subsystem or of a host no longer allowed are disconnected, nothing else is. Listeners are
   // taken over for the discovery log and for the listener roles (binding them is the daemon's job): a
-  // controller of an NVM subsystem with a queue on a listener that became discovery-only is disconnected.
+  // controller with a queue on a listener that was removed, or of an NVM subsystem on one that became
+  // discovery-only, is disconnected.
   // Queue limits and reactor count are not reloadable. On error nothing changed.
   // It is apply_changes(plan_changes(running_config(), config)), plus the log line.
   Result<ReloadSummary> reload(const TargetConfig& config);
@@ -183,6 +184,7 @@ class TargetCore final : public transport::TargetQueueHandler {
   void remove_subsystem_locked(const std::string& nqn, Applying& st);
   void take_listeners_locked(const change::ListenersChanged& c, Applying& st);
   void apply_ana_state_locked(const change::AnaStateChanged& c, Applying& st);
+  void drop_controllers_off_their_listener_locked(Applying& st);
   void finish_apply_locked(Applying& st);
 
   // core/dispatch.cpp: a command to its handler in the command table (commands/command_table.h). The

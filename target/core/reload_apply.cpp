@@ -33,6 +33,7 @@ struct TargetCore::Applying {
   std::vector<const Subsystem*> ana_subsystems;  // a namespace moved to another group
   bool endpoints_changed = false;
   bool discovery_changed = false;
+  std::vector<ListenerConfig> removed_listeners;  // endpoints no longer listened on
 };
 
 namespace {
@@ -254,6 +255,12 @@ void TargetCore::remove_subsystem_locked(const std::string& nqn, Applying& st) {
 }
 
 void TargetCore::take_listeners_locked(const change::ListenersChanged& c, Applying& st) {
+  for (const auto& l : listeners_) {
+    const bool kept = std::any_of(c.listeners.begin(), c.listeners.end(), [&](const ListenerConfig& n) {
+      return n.transport == l.transport && n.address == l.address && n.port == l.port;
+    });
+    if (!kept) st.removed_listeners.push_back(l);
+  }
   ana_.take_listeners(c.listeners);  // a listener at the same endpoint keeps its port
   listeners_ = c.listeners;
   st.endpoints_changed = st.endpoints_changed || c.endpoints_changed;
@@ -265,6 +272,33 @@ void TargetCore::apply_ana_state_locked(const change::AnaStateChanged& c, Applyi
     st.ana_ports.push_back(port);
 }
 
+// A listener removed (nvmet deletes a port's controllers, SPDK disconnects a removed listener's qpairs) or
+// become discovery-only (nvmet: unlinking a subsystem from a port disconnects its controllers there): the
+// controllers with a queue on it go, so that their hosts fail over to a path that is still offered.
+void TargetCore::drop_controllers_off_their_listener_locked(Applying& st) {
+  auto removed = [&](const transport::TransportAddress& local) {
+    return find_listener(st.removed_listeners, local) >= 0 && find_listener(listeners_, local) < 0;
+  };
+  for (auto cit = controllers_.begin(); cit != controllers_.end();) {
+    auto ctrl = cit++->second;
+    if (ctrl->dead) continue;
+    bool gone = removed(ctrl->local_address);
+    bool discovery_only = !ctrl->discovery && !serves_subsystems_locked(ctrl->local_address);
+    for (const auto& w : ctrl->io_queue_table) {
+      if (gone || discovery_only) break;
+      if (auto q = w.lock()) {
+        gone = removed(q->local);
+        discovery_only = !serves_subsystems_locked(q->local);
+      }
+    }
+    if (!gone && !discovery_only) continue;
+    const char* why = gone ? "its listener was removed" : "its listener serves the discovery controller only";
+    spdlog::info("controller {}: {}: disconnecting", ctrl->cntlid, why);
+    teardown_locked(ctrl, gone ? "listener removed" : "listener is discovery-only", st.after);
+    ++st.controllers_dropped;
+  }
+}
+
 // What concerns every controller, once every change is in: ANA Change events, controllers left on a
 // discovery-only listener, Discovery Log Change events.
 void TargetCore::finish_apply_locked(Applying& st) {
@@ -272,24 +306,7 @@ void TargetCore::finish_apply_locked(Applying& st) {
     ana_.bump_change_count();
     queue_ana_events_locked(st.ana_ports, st.ana_subsystems, st.notify);
   }
-  if (st.endpoints_changed) {
-    // A listener that became discovery-only no longer serves NVM subsystems (nvmet: unlinking a subsystem
-    // from a port disconnects its controllers there).
-    for (auto cit = controllers_.begin(); cit != controllers_.end();) {
-      auto ctrl = cit++->second;
-      if (ctrl->discovery || ctrl->dead) continue;
-      bool on_discovery_listener = !serves_subsystems_locked(ctrl->local_address);
-      for (const auto& w : ctrl->io_queue_table) {
-        if (on_discovery_listener) break;
-        if (auto q = w.lock()) on_discovery_listener = !serves_subsystems_locked(q->local);
-      }
-      if (!on_discovery_listener) continue;
-      spdlog::info("controller {}: its listener now serves the discovery controller only: disconnecting",
-                   ctrl->cntlid);
-      teardown_locked(ctrl, "listener is discovery-only", st.after);
-      ++st.controllers_dropped;
-    }
-  }
+  if (st.endpoints_changed) drop_controllers_off_their_listener_locked(st);
   if (st.discovery_changed) {
     ++discovery_genctr_;
     const uint32_t event = protocol::async_event_result(

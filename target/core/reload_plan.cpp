@@ -44,7 +44,7 @@ bool same_settings(const SubsystemConfig& a, const SubsystemConfig& b) {
 bool same_key(const ListenerConfig& a, const ListenerConfig& b) { return listener_key(a) == listener_key(b); }
 
 bool same_listener(const ListenerConfig& a, const ListenerConfig& b) {
-  return same_restart_settings(a, b) && a.ana == b.ana;
+  return same_listener_settings(a, b) && a.ana == b.ana;
 }
 
 template <class Config>

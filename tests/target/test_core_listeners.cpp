@@ -97,5 +97,40 @@ TEST(CoreListeners, ReloadMakingAListenerDiscoveryOnlyDropsItsControllers) {
   EXPECT_TRUE(h.connect(*back, 0, 31, kSub1, kHost1).status().ok());
 }
 
+// A listener removed (the management API's listener_remove, or a reload): nvmet deletes a removed port's
+// controllers and SPDK disconnects a removed listener's qpairs; so do we, discovery controllers included,
+// so that hosts fail over to a path still offered. Controllers on the other listeners stay.
+TEST(CoreListeners, ReloadRemovingAListenerDropsItsControllers) {
+  CoreHarness h;  // 0.0.0.0:4420 io, 10.0.0.1:8009 discovery
+  auto admin = h.queue();  // 10.0.0.1:4420
+  const uint16_t cntlid = h.bring_up(*admin);
+  auto io = h.io_queue(cntlid, 1);
+  auto disc_on_io = h.queue();
+  h.bring_up(*disc_on_io, p::kDiscoveryNqn, kHost2);
+  auto disc = h.queue(transport::TransportType::tcp, "10.0.0.1", 8009);
+  h.bring_up(*disc, p::kDiscoveryNqn, kHost2);
+  ASSERT_EQ(h.core().controller_count(), 3u);
+
+  auto config = test_config();
+  config.listeners.erase(config.listeners.begin());
+  auto r = h.core().reload(config);
+  ASSERT_TRUE(r) << r.error().message;
+  h.reactor.run();
+  EXPECT_EQ(r->controllers_dropped, 2u);
+  EXPECT_TRUE(admin->closed);
+  EXPECT_TRUE(io->closed);
+  EXPECT_TRUE(disc_on_io->closed);
+  EXPECT_FALSE(disc->closed) << "the discovery listener is still there";
+  EXPECT_EQ(h.core().controller_count(), 1u);
+  EXPECT_EQ(h.core().running_config().listeners.size(), 1u);
+
+  // Added back: served again (a connection on no configured listener is served anyway; what changed is
+  // that the discovery log lists it again, which test_core_discovery covers).
+  ASSERT_TRUE(h.core().reload(test_config()));
+  h.reactor.run();
+  auto back = h.queue();
+  EXPECT_TRUE(h.connect(*back, 0, 31, kSub1, kHost1).status().ok());
+}
+
 }  // namespace
 }  // namespace rdmablk::target::testing
