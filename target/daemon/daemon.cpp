@@ -23,6 +23,7 @@
 #include "target/control/control_server.h"
 #include "target/core/core.h"
 #include "target/core/core_reactor.h"
+#include "target/daemon/listener_set.h"
 #include "target/manage/config_edits.h"
 #include "target/manage/managed_config.h"
 #include "target/metrics/metrics.h"
@@ -88,9 +89,7 @@ struct Daemon::Impl {
   std::unique_ptr<TargetCore> core;
   // The TLS PSKs the listeners' server context looks up (a reload swaps the table).
   std::shared_ptr<TlsPskStore> tls_psks = std::make_shared<TlsPskStore>();
-  std::shared_ptr<const security::TlsContext> tls_context;
-  std::vector<std::unique_ptr<transport::tcp::TcpListener>> tcp_listeners;
-  std::vector<std::unique_ptr<transport::rdma::RdmaListener>> rdma_listeners;
+  std::unique_ptr<ListenerSet> listeners;
   bool stopped = false;
 
   ~Impl() { stop_reactors(); }
@@ -98,7 +97,6 @@ struct Daemon::Impl {
   // Daemon::start's steps, in order (daemon.cpp); each returns the first error, naming the config place.
   Result<void> create_reactors();  // the reactors and their buffer pools (not running yet)
   Result<void> create_core();
-  Result<void> create_tls_context();  // when a listener offers TLS
   Result<void> open_listeners();
   Result<std::string> apply_config(const TargetConfig& next);  // reload and the management verbs
   // Only a socket the config or the command line names is an error when it cannot open.
@@ -217,48 +215,14 @@ Result<void> Daemon::Impl::create_core() {
   return {};
 }
 
-Result<void> Daemon::Impl::create_tls_context() {
-  tls_psks->update(config);
-  const bool any_tls = std::any_of(config.listeners.begin(), config.listeners.end(),
-                                   [](const ListenerConfig& l) { return l.tls != transport::tcp::TlsPolicy::none; });
-  if (!any_tls) return {};
-  auto context = tls_server_context(tls_psks, config.tls_psk_derivation);
-  if (!context) return make_error("TLS: " + context.error().message);
-  tls_context = std::move(*context);
-  const auto& ktls = security::probe_ktls();
-  spdlog::info("TLS: {} host PSKs, {} derivation; records in {} ({})", tls_psks->size(),
-               config.tls_psk_derivation == security::PskDerivation::standard ? "standard" : "libnvme_compat",
-               ktls.available ? "the kernel (kTLS)" : "userspace", ktls.reason);
-  return {};
-}
-
 Result<void> Daemon::Impl::open_listeners() {
   std::vector<transport::ReactorSlot> slots;
   for (std::size_t i = 0; i < reactors.size(); ++i) slots.push_back({reactors[i].get(), pools[i].get()});
-  // One gate for every listener: a host's connections count together wherever they arrive.
-  auto gate = transport::ConnectionGate::create(connection_limit_options(config.limits));
-  for (const auto& l : config.listeners) {
-    const std::string where = config.source + ":" + std::to_string(l.at.line) + ":" + std::to_string(l.at.column);
-    transport::TransportAddress address{l.transport, l.address, l.port};
-    const transport::TransportAddress* bound = nullptr;
-    if (l.transport == transport::TransportType::tcp) {
-      auto tcp_options = tcp_target_options(config.limits);
-      tcp_options.tls = tls_server_options(l, tls_context);
-      tcp_options.c2h_success = l.c2h_success;
-      auto listener = transport::tcp::TcpListener::create(address, slots, *core, tcp_options, gate);
-      if (!listener) return make_error(where + ": listeners: " + listener.error().message);
-      bound = &(*listener)->address();
-      tcp_listeners.push_back(std::move(*listener));
-    } else {
-      auto listener =
-          transport::rdma::RdmaListener::create(address, slots, *core, rdma_target_options(config.limits), gate);
-      if (!listener) return make_error(where + ": listeners: " + listener.error().message);
-      bound = &(*listener)->address();
-      rdma_listeners.push_back(std::move(*listener));
-    }
-    spdlog::info("listening on {} ({}{})", transport::to_uri(*bound), listener_role_name(l.role),
-                 l.tls == transport::tcp::TlsPolicy::none ? "" : std::string(", tls ") + transport::tcp::to_string(l.tls));
-  }
+  tls_psks->update(config);
+  listeners = std::make_unique<ListenerSet>(std::move(slots), *core, config.limits, tls_psks, config.tls_psk_derivation);
+  auto plan = listeners->prepare(config);
+  if (!plan) return tl::unexpected(plan.error());
+  listeners->commit(std::move(*plan));
   return {};
 }
 
@@ -316,7 +280,6 @@ Result<std::unique_ptr<Daemon>> Daemon::start(manage::ManagedConfig managed, con
     transport::Reactor* reactor = r.get();
     s.threads.emplace_back([reactor] { reactor->run(); });
   }
-  if (auto r = s.create_tls_context(); !r) return tl::unexpected(r.error());
   if (auto r = s.open_listeners(); !r) return tl::unexpected(r.error());
   Daemon* self = d.get();
   ControlHooks hooks{
@@ -353,27 +316,23 @@ Result<std::string> Daemon::Impl::apply_config(const TargetConfig& next_config) 
   EnvironmentChecks checks;
   checks.ports = false;
   if (auto env = validate_environment(next, checks); !env) return tl::unexpected(env.error());
-  // Listeners, reactors, the control socket and the metrics endpoint stay as started: the sockets stay
-  // bound, so the core keeps serving (and advertising, and enforcing the roles of) the listeners that
-  // really exist.
+  // Reactors, the control socket and the metrics endpoint stay as started.
   std::string at_restart;
   if (auto pending = restart_only_changes(config, next); !pending.empty()) {
     for (const auto& k : pending) at_restart += (at_restart.empty() ? "" : ", ") + k;
     spdlog::warn("changes to {} take effect at the next restart", at_restart);
   }
-  // The listeners as started (endpoints, roles, TLS), each with the ANA states the config now gives it.
-  std::vector<ListenerConfig> listeners = config.listeners;
-  for (auto& l : listeners) {
-    for (const auto& n : next.listeners)
-      if (n.transport == l.transport && n.address == l.address && n.port == l.port && n.role == l.role) l.ana = n.ana;
-  }
-  next.listeners = std::move(listeners);
+  // New endpoints are bound before the core hears of them (a port in use fails the change here) and accept
+  // only once it has (so a connection on a new listener meets its role); removed ones close after.
+  auto listener_plan = listeners->prepare(next);
+  if (!listener_plan) return tl::unexpected(listener_plan.error());
   auto summary = core->reload(next);
-  if (!summary) return tl::unexpected(summary.error());
+  if (!summary) return tl::unexpected(summary.error());  // the plan, dropped, closes what it bound
+  tls_psks->update(next);  // before a new TLS listener accepts; connections up keep their PSKs
+  listeners->commit(std::move(*listener_plan));
   // A file or block device grown since it was opened (rbd images tell by themselves): like nvmet's
   // revalidate_size, a reload is the moment to look.
   core->refresh_namespace_sizes();
-  tls_psks->update(next);  // new handshakes use the new PSKs; connections up keep theirs
   for (const auto& warning : next.warnings) spdlog::warn("{}", warning);
   config = std::move(next);
   return summary->describe() + (at_restart.empty() ? "" : "; at the next restart: " + at_restart);
@@ -517,8 +476,7 @@ void Daemon::stop() {
   if (!impl_ || impl_->stopped) return;
   Impl& s = *impl_;
   s.stopped = true;
-  for (auto& l : s.tcp_listeners) l->stop();
-  for (auto& l : s.rdma_listeners) l->stop();
+  if (s.listeners) s.listeners->stop_all();
   if (s.core) {
     s.core->shutdown("target shutting down");
     // Queues close on their reactors; wait until the transports report every connection gone.
@@ -542,8 +500,7 @@ void Daemon::stop() {
   s.control.reset();
   s.metrics.reset();
   s.stop_reactors();
-  s.tcp_listeners.clear();
-  s.rdma_listeners.clear();
+  s.listeners.reset();
   s.core.reset();
   // rbd images are closed on a background thread (their rbd cache flushed): wait for that before exiting.
   if (!backend::wait_for_rbd_closes(std::chrono::seconds(60)))
