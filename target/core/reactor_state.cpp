@@ -81,8 +81,13 @@ void ReactorState::update(const std::shared_ptr<Subsystem>& subsys,
   std::vector<NsSlot> slots;
   for (const auto& ns : table->namespaces) {
     NsSlot slot{ns->nsid, ns, nullptr, namespace_stats(subsys->nqn, ns->nsid)};
-    if (NsSlot* old = v.find(ns->nsid); old != nullptr && old->ns == ns) {
+    // A namespace copied for a new mask or QoS limits keeps its backend and its QoS state: its channel (the
+    // backend queue, what waits for its budget) goes on serving it. A new backend or a new host list of
+    // QoS limits gets a channel of its own.
+    if (NsSlot* old = v.find(ns->nsid);
+        old != nullptr && old->channel != nullptr && old->ns->backend == ns->backend && old->ns->qos == ns->qos) {
       slot.channel = old->channel;
+      slot.channel->ns = ns;
       old->channel = nullptr;
     }
     slots.push_back(std::move(slot));

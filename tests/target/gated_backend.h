@@ -18,6 +18,7 @@ struct Gate {
   bool always_full = false;  // a broken backend: full with nothing in flight
   std::vector<uint64_t> accepted;  // the slba of every request the backend accepted, in order
   unsigned full_answers = 0;       // how many times submit() said queue_full
+  unsigned queues_opened = 0;      // open_queue() calls
 };
 
 // A ram queue of depth gate.depth whose completions come out only as the gate lets them.
@@ -53,6 +54,7 @@ class GatedBackend final : public backend::Backend {
   Result<std::unique_ptr<backend::Queue>> open_queue(const backend::QueueOptions& opts) const override {
     backend::QueueOptions o = opts;
     o.depth = gate_.depth;
+    ++gate_.queues_opened;
     auto q = inner_->open_queue(o);
     if (!q) return tl::unexpected(q.error());
     return std::unique_ptr<backend::Queue>(std::make_unique<GatedQueue>(std::move(*q), gate_));

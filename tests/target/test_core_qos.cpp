@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "target/core_test_util.h"
+#include "target/gated_backend.h"
 
 namespace rdmablk::target::testing {
 namespace {
@@ -166,6 +167,39 @@ TEST_F(CoreQos, ALimitChangesLive) {
   EXPECT_LE(io->completions.size(), 55u);
   EXPECT_EQ(ns_stats(1).qos.at(0).iops, 1u);
   EXPECT_TRUE(plan_changes(h.core().running_config(), limited_config(1)).empty());
+}
+
+// A new limit (or mask) copies the namespace but keeps its backend: the reactor goes on with the backend
+// queue it has, rather than opening another and draining the old one.
+TEST(CoreQosQueues, ALimitChangeKeepsTheBackendQueue) {
+  Gate gate;
+  gate.depth = 32;
+  set_backend_wrapper([&gate](std::unique_ptr<backend::Backend> b) -> std::unique_ptr<backend::Backend> {
+    return std::make_unique<GatedBackend>(std::move(b), gate);
+  });
+  struct Unwrap {
+    ~Unwrap() { set_backend_wrapper({}); }
+  } unwrap;
+  CoreHarness h(limited_config(100000));
+  auto admin = h.queue();
+  auto io = h.io_queue(h.bring_up(*admin), 1);
+  auto read = [&] {
+    io->submit(sqe_of(p::make_read(h.next_cid(), 1, 0, 1, CoreHarness::sgl_for(*io, 512))));
+    h.reactor.run();
+  };
+  read();
+  const unsigned opened = gate.queues_opened;
+  ASSERT_GE(opened, 1u);
+  for (uint64_t iops : {200000u, 0u, 300000u}) {
+    auto r = h.core().reload(limited_config(iops));
+    ASSERT_TRUE(r) << r.error().message;
+    EXPECT_EQ(r->qos_changed, 1u);
+    h.reactor.run();
+    read();
+  }
+  EXPECT_EQ(gate.queues_opened, opened);
+  EXPECT_EQ(io->completions.size(), 5u);  // the Connect and four reads
+  for (const auto& c : io->completions) EXPECT_TRUE(c.status().ok()) << p::status_name(c.status());
 }
 
 // A write_mbps limit holds back writes (after their data came), not reads; the writes land in order, whole.
