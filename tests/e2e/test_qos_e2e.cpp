@@ -2,7 +2,8 @@
 // unlimited one on the same (only) reactor. Asserted is what holds on a loaded machine: the limited namespace
 // never goes above its limit by more than the bucket's burst over the run, it is throttled and the other is
 // not, the statistics show it, and a reload changes the limit live. How close to the limit it lands and
-// how much of its own rate the unlimited namespace keeps are figures: bench/qos_bench.py prints them.
+// how much of its own rate the unlimited namespace keeps are figures: bench/qos_bench.py prints them. The
+// bandwidth limits hold each direction to its own rate.
 #include <gtest/gtest.h>
 
 #include "e2e_common.h"
@@ -72,6 +73,42 @@ TEST(QosE2e, ALimitedNamespaceStaysUnderItsLimitBesideAnUnlimitedOne) {
       run_bench_json(t, "qos-2000", "[limited]\nnamespace=1\nrw=randread\nbs=4k\niodepth=32\nruntime=2\ntime_based\n");
   ASSERT_EQ(again["jobs"].size(), 1u);
   EXPECT_LE(again["jobs"][0]["read"]["iops"].get<double>(), 2000 * 1.02 + (20 + 2 + 32) / 2.0);
+  EXPECT_TRUE(t.stop());
+}
+
+// Bandwidth limits per direction: 64 KiB random reads and writes at once on a namespace limited to 20 MB/s
+// of reads and 10 MB/s of writes. Each direction stays under its own limit (the same bound as above, in
+// bytes); neither limit holds the other direction back to its rate (reads go beyond 10 MB/s).
+TEST(QosE2e, ReadAndWriteBandwidthLimitsHoldEachDirection) {
+  constexpr double kReadLimit = 20e6;
+  constexpr double kWriteLimit = 10e6;
+  constexpr int kSeconds = 3;
+  TargetProcess t;
+  ASSERT_TRUE(
+      t.start(config_with_namespaces("      - nsid: 1\n        backend: null\n        size: 1GiB\n"
+                                     "        qos:\n          read_mbps: 20\n          write_mbps: 10\n",
+                                     "", "", 1)));
+  const std::string job = "[global]\nnamespace=1\nbs=64k\niodepth=8\nruntime=" + std::to_string(kSeconds) +
+                          "\ntime_based\n\n[reads]\nrw=randread\n\n[writes]\nrw=randwrite\n";
+  auto j = run_bench_json(t, "qos-mbps", job);
+  ASSERT_EQ(j["jobs"].size(), 2u) << j.dump(2);
+  const auto& reads = j["jobs"][0]["read"];
+  const auto& writes = j["jobs"][1]["write"];
+  EXPECT_EQ(j["jobs"][0]["error"], 0);
+  EXPECT_EQ(j["jobs"][1]["error"], 0);
+  auto bound = [](double limit) { return limit * 1.02 + (limit / 100 + limit / 1000 + 8 * 65536.0) / kSeconds; };
+  const double read_bw = reads["bw_bytes"].get<double>();
+  const double write_bw = writes["bw_bytes"].get<double>();
+  EXPECT_LE(read_bw, bound(kReadLimit));
+  EXPECT_LE(write_bw, bound(kWriteLimit));
+  EXPECT_GT(read_bw, bound(kWriteLimit)) << "reads held back to the write limit";
+  EXPECT_GT(write_bw, 0.0);
+  std::printf("[ figures  ] reads %.1f MB/s (limit 20), writes %.1f MB/s (limit 10)\n", read_bw / 1e6, write_bw / 1e6);
+  const auto s = ns_stats(t, 1);
+  ASSERT_TRUE(s.contains("qos")) << s.dump(2);
+  EXPECT_EQ(s["qos"][0]["read_mbps"], 20u);
+  EXPECT_EQ(s["qos"][0]["write_mbps"], 10u);
+  EXPECT_GT(s["qos"][0]["throttled_commands"].get<uint64_t>(), 0u);
   EXPECT_TRUE(t.stop());
 }
 
