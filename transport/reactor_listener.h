@@ -2,10 +2,14 @@
 // reactors[0] and is started, stopped and freed there.
 #pragma once
 
+#include <cerrno>
 #include <chrono>
 #include <future>
 #include <memory>
+#include <string>
+#include <vector>
 
+#include "protocol/result.h"
 #include "transport/address.h"
 #include "transport/reactor.h"
 
@@ -31,6 +35,16 @@ class ListenerHome {
 
 class ReactorListener {
  public:
+  // What every listener's create() asks of its reactors: at least one, each with its buffer pool.
+  static Result<void> check_reactors(const std::vector<ReactorSlot>& reactors, const std::string& kind) {
+    if (reactors.empty()) return make_error(kind + " listener needs at least one reactor", EINVAL);
+    for (const auto& r : reactors) {
+      if (r.reactor == nullptr || r.pool == nullptr)
+        return make_error(kind + " listener: reactor without buffer pool", EINVAL);
+    }
+    return {};
+  }
+
   ReactorListener(const ReactorListener&) = delete;
   ReactorListener& operator=(const ReactorListener&) = delete;
 

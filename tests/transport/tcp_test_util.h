@@ -160,6 +160,15 @@ struct TargetFixture {
   }
   uint16_t port() const { return listener->address().trsvcid; }
 
+  // Another listener on 127.0.0.1:port (0: a port the kernel chooses) served by reactor 0, not started.
+  auto another_listener(uint16_t port = 0, tcp::TcpTargetOptions opts = {}) {
+    std::vector<ReactorSlot> slots{{reactors[0].reactor.get(), reactors[0].pool.get()}};
+    TransportAddress a;
+    a.traddr = "127.0.0.1";
+    a.trsvcid = port;
+    return tcp::TcpListener::create(a, slots, handler, opts);
+  }
+
   HostQueueOptions host_options(uint32_t in_capsule = 8192, bool hd = false, bool dd = false) const {
     HostQueueOptions o;
     o.address.type = TransportType::tcp;

@@ -261,18 +261,13 @@ TEST(TcpHostConnect, RdmaWithoutAPeerAndRefusedPortFailWithTheAddress) {
 
 TEST(TcpListener, PortInUseIsReportedAtCreate) {
   TargetFixture f;
-  std::vector<ReactorSlot> slots{{f.reactors[0].reactor.get(), f.reactors[0].pool.get()}};
-  TransportAddress a;
-  a.traddr = "127.0.0.1";
-  a.trsvcid = f.port();
-  auto second = tcp::TcpListener::create(a, slots, f.handler);
+  auto second = f.another_listener(f.port());
   // SO_REUSEADDR does not allow two listeners on one port.
   ASSERT_FALSE(second);
   EXPECT_NE(second.error().message.find("cannot listen"), std::string::npos);
   tcp::TcpTargetOptions bad;
   bad.maxh2cdata = 1000;
-  a.trsvcid = 0;
-  EXPECT_FALSE(tcp::TcpListener::create(a, slots, f.handler, bad));
+  EXPECT_FALSE(f.another_listener(0, bad));
 }
 
 namespace {
@@ -284,32 +279,15 @@ void drain(Reactor& r) {
   ran.get_future().wait();
 }
 
-int connect_raw(uint16_t port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
-
 }  // namespace
 
 // create() binds and listens; accepting waits for start(), so that the daemon's core knows a listener
 // before its first connection: until then the kernel keeps the connection in the backlog.
 TEST(TcpListener, ConnectionsWaitInTheBacklogUntilStart) {
   TargetFixture f;
-  std::vector<ReactorSlot> slots{{f.reactors[0].reactor.get(), f.reactors[0].pool.get()}};
-  TransportAddress a;
-  a.traddr = "127.0.0.1";
-  a.trsvcid = 0;
-  auto l = tcp::TcpListener::create(a, slots, f.handler);
+  auto l = f.another_listener();
   ASSERT_TRUE(l) << l.error().message;
-  const int fd = connect_raw((*l)->address().trsvcid);
+  const int fd = rdmablk::testing::raw_connect((*l)->address().trsvcid);
   ASSERT_GE(fd, 0) << std::strerror(errno);
   drain(*f.reactors[0].reactor);  // anything create() posted has run
   EXPECT_EQ(tcp::live_tcp_target_connections(), 0u) << "accepted before start()";
@@ -326,12 +304,11 @@ TEST(TcpListener, StopAndWaitFreesThePortAndKeepsQueues) {
   TargetFixture f;
   auto q = connect_host_queue(f.host_options());
   ASSERT_TRUE(q) << q.error().message;
-  const TransportAddress bound = f.listener->address();
-  std::vector<ReactorSlot> slots{{f.reactors[0].reactor.get(), f.reactors[0].pool.get()}};
+  const uint16_t port = f.port();
   for (int round = 0; round < 20; ++round) {
     ASSERT_TRUE(f.listener->stop_and_wait(30s)) << "round " << round;
     EXPECT_FALSE(f.listener->stop_and_wait(30s)) << "nothing left to stop";
-    auto again = tcp::TcpListener::create(bound, slots, f.handler);
+    auto again = f.another_listener(port);
     ASSERT_TRUE(again) << "round " << round << ": " << again.error().message;
     ASSERT_TRUE((*again)->start());
     f.listener = std::move(*again);
@@ -381,11 +358,7 @@ TEST(TcpListener, StopCancelsTheAcceptRetryAfterEmfile) {
     spdlog::warn("test: 'accept failed: Too many open files' is expected next");
     emfile_logged();
     {
-      std::vector<ReactorSlot> slots{{f.reactors[0].reactor.get(), f.reactors[0].pool.get()}};
-      TransportAddress any;
-      any.traddr = "127.0.0.1";
-      any.trsvcid = 0;
-      auto warm = tcp::TcpListener::create(any, slots, f.handler);
+      auto warm = f.another_listener();
       ASSERT_TRUE(warm) << warm.error().message;
     }
     ASSERT_TRUE(wait_until([] { return tcp::live_tcp_acceptors() == 1; }));

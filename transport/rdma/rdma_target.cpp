@@ -683,10 +683,7 @@ Result<std::unique_ptr<RdmaListener>> RdmaListener::create(const TransportAddres
                                                           std::vector<ReactorSlot> reactors,
                                                           TargetQueueHandler& handler, const RdmaTargetOptions& opts,
                                                           std::shared_ptr<ConnectionGate> gate) {
-  if (reactors.empty()) return make_error("RDMA listener needs at least one reactor", EINVAL);
-  for (const auto& r : reactors) {
-    if (r.reactor == nullptr || r.pool == nullptr) return make_error("RDMA listener: reactor without buffer pool", EINVAL);
-  }
+  if (auto valid = check_reactors(reactors, "RDMA"); !valid) return tl::unexpected(valid.error());
   if (opts.max_data_transfer == 0 || opts.max_data_transfer > protocol::kSglKeyedMaxLength) {
     return make_error("RDMA max data transfer must be 1..16 MiB - 1", EINVAL);
   }

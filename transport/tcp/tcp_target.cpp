@@ -235,10 +235,7 @@ Result<std::unique_ptr<TcpListener>> TcpListener::create(const TransportAddress&
                                                         std::vector<ReactorSlot> reactors,
                                                         TargetQueueHandler& handler, const TcpTargetOptions& opts,
                                                         std::shared_ptr<ConnectionGate> gate) {
-  if (reactors.empty()) return make_error("TCP listener needs at least one reactor", EINVAL);
-  for (const auto& r : reactors) {
-    if (r.reactor == nullptr || r.pool == nullptr) return make_error("TCP listener: reactor without buffer pool", EINVAL);
-  }
+  if (auto valid = check_reactors(reactors, "TCP"); !valid) return tl::unexpected(valid.error());
   if (auto valid = check_options(opts); !valid) return tl::unexpected(valid.error());
   auto sa = resolve_address(address, true);
   if (!sa) return tl::unexpected(sa.error());
