@@ -159,7 +159,7 @@ TEST_F(Manage, AVerbPlansTheSameChangesAsTheSameEditToTheFile) {
     const char* verb;
     json params;
     std::string extra_namespaces;  // what the file gets instead
-    bool replace_hosts_line = false;
+    bool after_listener = false;  // the file's line goes under the listener's, not at the end
   };
   const std::string state = dir_.path().string() + "/state";
   const std::vector<Case> cases = {
@@ -175,13 +175,20 @@ TEST_F(Manage, AVerbPlansTheSameChangesAsTheSameEditToTheFile) {
       {"namespace_set",
        {{"subsystem", kSub}, {"nsid", 1}, {"qos", {{"iops", 5000}, {"write_mbps", 50}}}},
        "__replace__      - {nsid: 1, backend: ram, size: 1MiB, qos: {iops: 5000, write_mbps: 50}}\n"},
+      {"listener_add",
+       {{"transport", "tcp"}, {"address", "127.0.0.1"}, {"port", 8009}, {"role", "discovery"}},
+       "  - {transport: tcp, address: 127.0.0.1, port: 8009, role: discovery}\n",
+       true},
   };
   for (const auto& c : cases) {
     const ManagedConfig before = running_;
     auto api = propose_edit(before, c.verb, c.params);
     ASSERT_TRUE(api) << api.error().message;
     std::string text = base_yaml(state);
-    if (c.extra_namespaces.rfind("__replace__", 0) == 0) {
+    if (c.after_listener) {
+      const std::string line = "ana: {1: optimized}}\n";
+      text.insert(text.find(line) + line.size(), c.extra_namespaces);
+    } else if (c.extra_namespaces.rfind("__replace__", 0) == 0) {
       const std::string line = "      - {nsid: 1, backend: ram, size: 1MiB}\n";
       text.replace(text.find(line), line.size(), c.extra_namespaces.substr(11));
     } else {
