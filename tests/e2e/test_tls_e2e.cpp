@@ -2,7 +2,8 @@
 // `tls: optional` listeners and a host PSK from a 0600 file, against the rdmablk CLI (--tls-key /
 // --tls-key-file) and the initiator library. A plain host is refused at ICReq (the host says the target may
 // require TLS, the target logs it), a wrong PSK fails the handshake, the right one serves a verified bench
-// job and digests inside TLS, an optional listener serves both, and discovery shows the secure channel.
+// job and digests inside TLS, an optional listener serves both, discovery shows the secure channel, and a
+// reload changes a listener's TLS policy for new connections.
 #include <gtest/gtest.h>
 
 #include <sys/stat.h>
@@ -220,6 +221,39 @@ TEST(TlsE2e, ReloadSwapsThePsksForNewHandshakes) {
   EXPECT_NE(old_key.exit_status, 0) << dump(old_key, t);
   auto new_key = run_process(cli(t, "identify", {"--tls-key", new_psk_text}), t.dir(), 60s);
   EXPECT_EQ(new_key.exit_status, 0) << dump(new_key, t);
+}
+
+// A listener's `tls` changes at a reload, for the connections accepted from then on: a target started
+// plain (no TLS context yet) requires TLS after the reload, and a host connected before goes on in plain.
+TEST(TlsE2e, AReloadChangesTlsForNewConnectionsOnly) {
+  TlsTarget tt;
+  ASSERT_TRUE(tt.start("none"));
+  TargetProcess& t = tt.t;
+  auto before = connect_or_fail(controller_options(t.io_port(), kSubnqn), t);
+  ASSERT_TRUE(before);
+  auto q = io_queue_or_fail(*before, 1);
+  ASSERT_TRUE(q);
+  auto plain = run_process(cli(t, "identify", {}), t.dir(), 60s);
+  EXPECT_EQ(plain.exit_status, 0) << dump(plain, t);
+
+  ASSERT_TRUE(t.reload(tls_config("required")));
+  EXPECT_TRUE(t.wait_for_log("changed; new connections get the new settings")) << t.log();
+  plain = run_process(cli(t, "identify", {}), t.dir(), 60s);
+  EXPECT_NE(plain.exit_status, 0) << dump(plain, t);
+  EXPECT_NE(plain.err.find("require TLS"), std::string::npos) << dump(plain, t);
+  auto tls = run_process(cli(t, "identify", {"--tls-key", tt.psk}), t.dir(), 60s);
+  EXPECT_EQ(tls.exit_status, 0) << dump(tls, t);
+  auto data = pattern(4096, 7);
+  std::vector<uint8_t> back(4096);
+  ASSERT_TRUE(write_blocks(*q, 1, 0, 512, data));
+  ASSERT_TRUE(read_blocks(*q, 1, 0, 512, back));
+  EXPECT_EQ(back, data) << "the plain connection from before the reload";
+
+  ASSERT_TRUE(t.reload(tls_config("none")));
+  plain = run_process(cli(t, "identify", {}), t.dir(), 60s);
+  EXPECT_EQ(plain.exit_status, 0) << dump(plain, t);
+  q->disconnect();
+  EXPECT_TRUE(before->shutdown());
 }
 
 TEST(TlsE2e, RequiredListenerIsAdvertisedAsRequired) {
