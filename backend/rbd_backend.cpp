@@ -1,10 +1,10 @@
 // The `rbd` backend: a Ceph RBD image through librbd's C API (Debian 12: Ceph 16.2).
 //
 // Choices (behaviour the target relies on):
-// - One cluster connection (rados_t) per (ceph_conf, client, keyring) in the process, shared by every rbd
-//   namespace naming it; the image is opened once per backend (rbd_open) and every reactor's Queue issues
-//   on that one handle. One handle per reactor would make an exclusive-lock image bounce its lock between
-//   the handles on every write.
+// - One cluster connection (rados_t) per (ceph_conf, client, keyring) in the process (backend/rados_cluster.h),
+//   shared by every rbd namespace naming it; the image is opened once per backend (rbd_open) and every
+//   reactor's Queue issues on that one handle. One handle per reactor would make an exclusive-lock image
+//   bounce its lock between the handles on every write.
 // - Connect with client_mount_timeout / rados_mon_op_timeout / rados_osd_op_timeout set (RbdOptions::
 //   timeout_seconds, unless the conf or CEPH_ARGS sets them): an unreachable cluster fails the open
 //   ("cannot reach the Ceph cluster: ..."), a stalled OSD completes the I/O with -ETIMEDOUT (Command
@@ -28,8 +28,6 @@
 //   namespaces with 512-byte blocks only, one block (what VMware's ATS and fencing heartbeats use).
 // - Errors (negative errno from librbd) map through status_from_errno(err, op).
 #include <poll.h>
-#include <pthread.h>
-#include <signal.h>
 #include <rados/librados.h>
 #include <rbd/librbd.h>
 #include <spdlog/spdlog.h>
@@ -44,7 +42,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -54,6 +51,7 @@
 #include <fmt/format.h>
 
 #include "backend/backend.h"
+#include "backend/rados_cluster.h"
 #include "backend/request_check.h"
 
 namespace rdmablk::backend {
@@ -62,112 +60,6 @@ namespace {
 
 namespace st = protocol::status;
 
-std::string errstr(int err) { return std::strerror(err < 0 ? -err : err); }
-
-// --- the shared cluster connection ----------------------------------------------------------------
-
-class RadosCluster {
- public:
-  RadosCluster(rados_t handle, std::string mon_host, bool cache)
-      : handle_(handle), mon_host_(std::move(mon_host)), cache_(cache) {}
-  ~RadosCluster() { rados_shutdown(handle_); }
-  RadosCluster(const RadosCluster&) = delete;
-  RadosCluster& operator=(const RadosCluster&) = delete;
-
-  rados_t handle() const noexcept { return handle_; }
-  const std::string& mon_host() const noexcept { return mon_host_; }
-  bool rbd_cache() const noexcept { return cache_; }
-
- private:
-  rados_t handle_;
-  std::string mon_host_;
-  bool cache_;
-};
-
-std::string conf_value(rados_t h, const char* option) {
-  char buf[512] = {};
-  if (rados_conf_get(h, option, buf, sizeof buf - 1) != 0) return {};
-  return buf;
-}
-
-Result<std::shared_ptr<RadosCluster>> connect_cluster(const RbdOptions& o) {
-  rados_t h = nullptr;
-  const std::string name = "client." + o.client;
-  int rc = rados_create2(&h, "ceph", name.c_str(), 0);
-  if (rc < 0) return make_error(fmt::format("rados_create2({}): {}", name, errstr(rc)), -rc);
-  auto fail = [&](std::string msg, int err) {
-    rados_shutdown(h);
-    return make_error(std::move(msg), err < 0 ? -err : err);
-  };
-  rc = rados_conf_read_file(h, o.ceph_conf.c_str());
-  if (rc < 0) return fail(fmt::format("cannot read the Ceph configuration {}: {}", o.ceph_conf, errstr(rc)), rc);
-  // CEPH_ARGS from the environment, like the ceph CLIs (after the file, before our own settings).
-  rados_conf_parse_env(h, nullptr);
-  if (!o.keyring.empty()) {
-    rc = rados_conf_set(h, "keyring", o.keyring.c_str());
-    if (rc < 0) return fail(fmt::format("keyring {}: {}", o.keyring, errstr(rc)), rc);
-  }
-  // Our timeouts replace Ceph's defaults (mount 300 s, mon/osd ops: wait forever); a value the conf file or
-  // CEPH_ARGS sets is kept.
-  const std::string timeout = std::to_string(o.timeout_seconds == 0 ? 30 : o.timeout_seconds);
-  for (auto [opt, ceph_default] : {std::pair{"client_mount_timeout", 300.0}, std::pair{"rados_mon_op_timeout", 0.0},
-                                   std::pair{"rados_osd_op_timeout", 0.0}}) {
-    const std::string current = conf_value(h, opt);
-    if (!current.empty() && std::strtod(current.c_str(), nullptr) != ceph_default) continue;
-    rc = rados_conf_set(h, opt, timeout.c_str());
-    if (rc < 0) return fail(fmt::format("cannot set {}: {}", opt, errstr(rc)), rc);
-  }
-  const std::string mount_timeout = conf_value(h, "client_mount_timeout");
-  // A discard zeroes its whole range (by default librbd skips the parts smaller than its granularity).
-  rados_conf_set(h, "rbd_skip_partial_discard", "false");
-  std::string mon_host = conf_value(h, "mon_host");
-  rc = rados_connect(h);
-  if (rc < 0) {
-    return fail(fmt::format("cannot reach the Ceph cluster: {} (mon_host {}, {} as {}, client_mount_timeout {} s)",
-                            errstr(rc), mon_host.empty() ? "unset" : mon_host, o.ceph_conf, name,
-                            std::strtod(mount_timeout.c_str(), nullptr)),
-                rc);
-  }
-  const bool cache = conf_value(h, "rbd_cache") != "false";
-  return std::make_shared<RadosCluster>(h, std::move(mon_host), cache);
-}
-
-// One connection per (conf, client, keyring) while any backend uses it.
-Result<std::shared_ptr<RadosCluster>> shared_cluster(const RbdOptions& o) {
-  static std::mutex mu;
-  static std::map<std::string, std::weak_ptr<RadosCluster>> clusters;
-  const std::string key = o.ceph_conf + '\0' + o.client + '\0' + o.keyring;
-  std::lock_guard lock(mu);
-  if (auto it = clusters.find(key); it != clusters.end()) {
-    if (auto c = it->second.lock()) return c;
-  }
-  auto c = connect_cluster(o);
-  if (!c) return c;
-  std::erase_if(clusters, [](const auto& kv) { return kv.second.expired(); });
-  clusters[key] = *c;
-  return c;
-}
-
-// Threads librados / librbd start (and our closer thread) must never take the daemon's signals: SIGTERM and
-// SIGHUP belong to its signalfd, and a thread with them unblocked would be killed by SIGTERM. The daemon
-// blocks them only once its config is checked, and that check already connects to the cluster (whose
-// connection may be reused, its threads with it). So every call that may start library threads runs with
-// the asynchronous signals blocked; the threads inherit that mask. Faults (SIGSEGV, ...) stay unblocked.
-class AsyncSignalsBlocked {
- public:
-  AsyncSignalsBlocked() {
-    sigset_t set;
-    sigfillset(&set);
-    for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTRAP, SIGSYS}) sigdelset(&set, sig);
-    pthread_sigmask(SIG_BLOCK, &set, &old_);
-  }
-  ~AsyncSignalsBlocked() { pthread_sigmask(SIG_SETMASK, &old_, nullptr); }
-  AsyncSignalsBlocked(const AsyncSignalsBlocked&) = delete;
-  AsyncSignalsBlocked& operator=(const AsyncSignalsBlocked&) = delete;
-
- private:
-  sigset_t old_{};
-};
 
 // --- closing images off the I/O path -----------------------------------------------------------------
 
@@ -262,23 +154,23 @@ class RadosSideObject final : public SideObject {
     time_t mtime = 0;
     int rc = rados_stat(io_, oid_.c_str(), &size, &mtime);
     if (rc == -ENOENT) return std::optional<std::vector<uint8_t>>{};
-    if (rc < 0) return make_error(fmt::format("{}: stat: {}", describe(), errstr(rc)), -rc);
+    if (rc < 0) return make_error(fmt::format("{}: stat: {}", describe(), rados_errstr(rc)), -rc);
     std::vector<uint8_t> bytes(size);
     rc = size == 0 ? 0 : rados_read(io_, oid_.c_str(), reinterpret_cast<char*>(bytes.data()), size, 0);
-    if (rc < 0) return make_error(fmt::format("{}: read: {}", describe(), errstr(rc)), -rc);
+    if (rc < 0) return make_error(fmt::format("{}: read: {}", describe(), rados_errstr(rc)), -rc);
     bytes.resize(static_cast<std::size_t>(rc));
     return std::optional<std::vector<uint8_t>>{std::move(bytes)};
   }
   Result<void> write(std::span<const uint8_t> bytes) override {
     AsyncSignalsBlocked blocked;
     const int rc = rados_write_full(io_, oid_.c_str(), reinterpret_cast<const char*>(bytes.data()), bytes.size());
-    if (rc < 0) return make_error(fmt::format("{}: write: {}", describe(), errstr(rc)), -rc);
+    if (rc < 0) return make_error(fmt::format("{}: write: {}", describe(), rados_errstr(rc)), -rc);
     return {};
   }
   Result<void> remove() override {
     AsyncSignalsBlocked blocked;
     const int rc = rados_remove(io_, oid_.c_str());
-    if (rc < 0 && rc != -ENOENT) return make_error(fmt::format("{}: remove: {}", describe(), errstr(rc)), -rc);
+    if (rc < 0 && rc != -ENOENT) return make_error(fmt::format("{}: remove: {}", describe(), rados_errstr(rc)), -rc);
     return {};
   }
   std::string describe() const override { return fmt::format("rados object {}/{}", where_, oid_); }
@@ -303,7 +195,7 @@ class RbdBackend final : public Backend {
                                  handle = watch_handle_, name = name_] {
       if (watching) rbd_update_unwatch(image, handle);  // waits for a callback in progress
       const int rc = rbd_close(image);  // flushes the rbd cache, releases the exclusive lock
-      if (rc < 0) spdlog::warn("{}: close: {}", name, errstr(rc));
+      if (rc < 0) spdlog::warn("{}: close: {}", name, rados_errstr(rc));
       rados_ioctx_destroy(io);
     });
   }
@@ -317,7 +209,7 @@ class RbdBackend final : public Backend {
   Result<uint64_t> refresh_size() const override {
     uint64_t bytes = 0;
     if (const int rc = rbd_get_size(image_, &bytes); rc < 0)
-      return make_error(fmt::format("{}: cannot read the image size: {}", name_, errstr(rc)), -rc);
+      return make_error(fmt::format("{}: cannot read the image size: {}", name_, rados_errstr(rc)), -rc);
     const uint64_t blocks = bytes / geo_.block_size;
     if (blocks == 0) return make_error(fmt::format("{}: the image now has {} bytes, less than one block", name_, bytes), EINVAL);
     blocks_.store(blocks, std::memory_order_relaxed);
@@ -332,7 +224,7 @@ class RbdBackend final : public Backend {
     notify_ = std::move(notify);
     const int rc = rbd_update_watch(image_, &watch_handle_, &RbdBackend::on_update, const_cast<RbdBackend*>(this));
     if (rc < 0) {
-      spdlog::warn("{}: cannot watch the image for resizes ({}): a reload re-reads its size", name_, errstr(rc));
+      spdlog::warn("{}: cannot watch the image for resizes ({}): a reload re-reads its size", name_, rados_errstr(rc));
       return;
     }
     watching_ = true;
@@ -544,7 +436,7 @@ void on_complete(rbd_completion_t c, void* arg) noexcept {
 Result<std::unique_ptr<Queue>> RbdBackend::open_queue(const QueueOptions& opts) const {
   if (opts.depth == 0) return make_error("queue depth must be at least 1", EINVAL);
   const int efd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (efd < 0) return make_error(fmt::format("{}: eventfd: {}", name_, errstr(errno)), errno);
+  if (efd < 0) return make_error(fmt::format("{}: eventfd: {}", name_, rados_errstr(errno)), errno);
   return std::unique_ptr<Queue>(std::make_unique<RbdQueue>(*this, opts.depth, efd));
 }
 
@@ -560,19 +452,19 @@ Result<std::unique_ptr<Backend>> open_rbd_backend(const RbdOptions& o) {
   const std::string where = o.rados_namespace.empty()
                                 ? fmt::format("{}/{}", o.pool, o.image)
                                 : fmt::format("{}/{}/{}", o.pool, o.rados_namespace, o.image);
-  auto cluster = shared_cluster(o);
+  auto cluster = shared_rados_cluster(RadosOptions{o.ceph_conf, o.client, o.keyring, o.timeout_seconds});
   if (!cluster) return make_error(fmt::format("rbd {}: {}", where, cluster.error().message), cluster.error().errno_value);
 
   rados_ioctx_t io = nullptr;
   int rc = rados_ioctx_create((*cluster)->handle(), o.pool.c_str(), &io);
-  if (rc < 0) return make_error(fmt::format("rbd {}: cannot open pool {}: {}", where, o.pool, errstr(rc)), -rc);
+  if (rc < 0) return make_error(fmt::format("rbd {}: cannot open pool {}: {}", where, o.pool, rados_errstr(rc)), -rc);
   if (!o.rados_namespace.empty()) rados_ioctx_set_namespace(io, o.rados_namespace.c_str());
   rbd_image_t image = nullptr;
   rc = o.read_only ? rbd_open_read_only(io, o.image.c_str(), &image, nullptr)
                    : rbd_open(io, o.image.c_str(), &image, nullptr);
   if (rc < 0) {
     rados_ioctx_destroy(io);
-    return make_error(fmt::format("rbd {}: cannot open the image: {}", where, errstr(rc)), -rc);
+    return make_error(fmt::format("rbd {}: cannot open the image: {}", where, rados_errstr(rc)), -rc);
   }
   uint64_t bytes = 0;
   rc = rbd_get_size(image, &bytes);
@@ -581,7 +473,7 @@ Result<std::unique_ptr<Backend>> open_rbd_backend(const RbdOptions& o) {
     rados_ioctx_destroy(io);
     return make_error(fmt::format("rbd {}: {}", where, msg), err);
   };
-  if (rc < 0) return fail(fmt::format("cannot read the image size: {}", errstr(rc)), -rc);
+  if (rc < 0) return fail(fmt::format("cannot read the image size: {}", rados_errstr(rc)), -rc);
   if (bytes == 0) return fail("the image is empty", EINVAL);
   if (bytes % o.block_size != 0)
     return fail(fmt::format("the image size {} is not a multiple of the block size {}", bytes, o.block_size), EINVAL);
