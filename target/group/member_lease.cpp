@@ -1,0 +1,134 @@
+#include "target/group/member_lease.h"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+
+#include <fmt/format.h>
+
+namespace rdmablk::target::group {
+
+namespace {
+
+constexpr const char* kLockName = "lease";
+
+std::string where(const LeaseOptions& o, const std::string& object) {
+  return o.rados_namespace.empty() ? fmt::format("{}/{}", o.pool, object)
+                                   : fmt::format("{}/{}/{}", o.pool, o.rados_namespace, object);
+}
+
+// Unique per holder instance: the OSD tells lock holders apart by (client, cookie), and a process may hold
+// several members' leases (its own and those it took over).
+std::string new_cookie(const std::string& holder) {
+  static std::atomic<unsigned> counter{0};
+  char host[64] = {};
+  ::gethostname(host, sizeof host - 1);
+  return fmt::format("{}@{}:{}:{}", holder, host, ::getpid(), counter.fetch_add(1));
+}
+
+// "COOKIE at ADDRESS", the lease's current holder as the OSD lists it (for an error message).
+std::string holder_of(rados_ioctx_t io, const std::string& object) {
+  int exclusive = 0;
+  char tag[256], clients[1024], cookies[1024], addrs[1024];
+  size_t tag_len = sizeof tag, clients_len = sizeof clients, cookies_len = sizeof cookies, addrs_len = sizeof addrs;
+  const ssize_t n = rados_list_lockers(io, object.c_str(), kLockName, &exclusive, tag, &tag_len, clients, &clients_len,
+                                       cookies, &cookies_len, addrs, &addrs_len);
+  if (n <= 0) return "unknown";
+  return fmt::format("{} at {}", cookies, addrs);  // the first of each NUL-separated list
+}
+
+timeval duration_of(const LeaseOptions& o) { return timeval{static_cast<time_t>(o.duration.count()), 0}; }
+
+}  // namespace
+
+std::string lease_object(const std::string& group, const std::string& member) {
+  return fmt::format("rdmablk.group.{}.member.{}", group, member);
+}
+
+MemberLease::MemberLease(std::shared_ptr<backend::RadosCluster> cluster, rados_ioctx_t io, LeaseOptions o,
+                         std::string cookie)
+    : cluster_(std::move(cluster)),
+      io_(io),
+      options_(std::move(o)),
+      object_(lease_object(options_.group, options_.member)),
+      cookie_(std::move(cookie)) {}
+
+MemberLease::~MemberLease() {
+  // Not released here: a holder that goes away without release() (a crash) is what the lease is for, and a
+  // destructor must not wait for the cluster. The lease lapses by itself.
+  rados_ioctx_destroy(io_);
+}
+
+Result<std::unique_ptr<MemberLease>> MemberLease::lock(std::shared_ptr<backend::RadosCluster> cluster,
+                                                       const LeaseOptions& o, const std::string& holder) {
+  if (o.pool.empty() || o.group.empty() || o.member.empty())
+    return make_error("member lease: pool, group and member are required", EINVAL);
+  if (o.duration.count() <= 0) return make_error("member lease: the duration must be positive", EINVAL);
+  backend::AsyncSignalsBlocked blocked;  // librados may start threads
+  const std::string object = lease_object(o.group, o.member);
+  rados_ioctx_t io = nullptr;
+  int rc = rados_ioctx_create(cluster->handle(), o.pool.c_str(), &io);
+  if (rc < 0) {
+    return make_error(fmt::format("member lease {}: cannot open pool {}: {}", where(o, object), o.pool,
+                                  backend::rados_errstr(rc)),
+                      -rc);
+  }
+  if (!o.rados_namespace.empty()) rados_ioctx_set_namespace(io, o.rados_namespace.c_str());
+  std::string cookie = new_cookie(holder);
+  timeval duration = duration_of(o);
+  const std::string description = fmt::format("rdmablk member {} held by {}", o.member, holder);
+  rc = rados_lock_exclusive(io, object.c_str(), kLockName, cookie.c_str(), description.c_str(), &duration, 0);
+  if (rc < 0) {
+    std::string message = rc == -EBUSY
+                              ? fmt::format("member lease {}: held by {}", where(o, object), holder_of(io, object))
+                              : fmt::format("member lease {}: {}", where(o, object), backend::rados_errstr(rc));
+    rados_ioctx_destroy(io);
+    return make_error(std::move(message), -rc);
+  }
+  return std::unique_ptr<MemberLease>(new MemberLease(std::move(cluster), io, o, std::move(cookie)));
+}
+
+Result<std::unique_ptr<MemberLease>> MemberLease::acquire(std::shared_ptr<backend::RadosCluster> cluster,
+                                                          const LeaseOptions& o) {
+  return lock(std::move(cluster), o, o.member);
+}
+
+Result<std::unique_ptr<MemberLease>> MemberLease::take_over(std::shared_ptr<backend::RadosCluster> cluster,
+                                                            const LeaseOptions& o, const std::string& taker) {
+  if (taker.empty()) return make_error("member lease: the taker is required", EINVAL);
+  return lock(std::move(cluster), o, taker);
+}
+
+Result<void> MemberLease::renew() {
+  if (!held_) return make_error(fmt::format("member lease {}: released", where(options_, object_)), ENOENT);
+  backend::AsyncSignalsBlocked blocked;
+  timeval duration = duration_of(options_);
+  const int rc = rados_lock_exclusive(io_, object_.c_str(), kLockName, cookie_.c_str(), "", &duration,
+                                      LIBRADOS_LOCK_FLAG_MUST_RENEW);
+  if (rc == -ENOENT || rc == -EBUSY) {
+    held_ = false;
+    return make_error(fmt::format("member lease {}: lost (it lapsed{})", where(options_, object_),
+                                  rc == -EBUSY ? " and was taken" : ""),
+                      ENOENT);
+  }
+  if (rc < 0)
+    return make_error(fmt::format("member lease {}: renewal failed: {}", where(options_, object_),
+                                  backend::rados_errstr(rc)),
+                      -rc);
+  return {};
+}
+
+Result<void> MemberLease::release() {
+  if (!held_) return {};
+  backend::AsyncSignalsBlocked blocked;
+  const int rc = rados_unlock(io_, object_.c_str(), kLockName, cookie_.c_str());
+  held_ = false;
+  if (rc < 0 && rc != -ENOENT)
+    return make_error(fmt::format("member lease {}: release failed: {}", where(options_, object_),
+                                  backend::rados_errstr(rc)),
+                      -rc);
+  return {};
+}
+
+}  // namespace rdmablk::target::group
