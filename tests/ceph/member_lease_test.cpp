@@ -41,39 +41,49 @@ LeaseOptions options(std::chrono::seconds duration) {
   return o;
 }
 
-TEST(MemberLease, IsExclusiveUntilReleased) {
-  CEPH_CLUSTER_OR_SKIP(cluster);
-  auto rados = connect(*cluster);
-  ASSERT_TRUE(rados);
+class MemberLeaseTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    CEPH_CLUSTER_OR_SKIP(cluster);
+    rados = connect(*cluster);
+    ASSERT_TRUE(rados);
+  }
+  // The member's lease, taken (the test stops on failure: check with ASSERT_TRUE).
+  std::unique_ptr<MemberLease> acquire(const LeaseOptions& o) {
+    auto a = MemberLease::acquire(rados, o);
+    EXPECT_TRUE(a) << a.error().message;
+    return a ? std::move(*a) : nullptr;
+  }
+  std::shared_ptr<rdmablk::backend::RadosCluster> rados;
+};
+
+TEST_F(MemberLeaseTest, IsExclusiveUntilReleased) {
   const LeaseOptions o = options(60s);
-  auto a = MemberLease::acquire(rados, o);
-  ASSERT_TRUE(a) << a.error().message;
+  auto a = acquire(o);
+  ASSERT_TRUE(a);
   auto twice = MemberLease::acquire(rados, o);
   ASSERT_FALSE(twice);
   EXPECT_EQ(twice.error().errno_value, EBUSY);
-  EXPECT_NE(twice.error().message.find("held by " + (*a)->cookie()), std::string::npos) << twice.error().message;
+  EXPECT_NE(twice.error().message.find("held by " + a->cookie()), std::string::npos) << twice.error().message;
   auto early = MemberLease::take_over(rados, o, "gw-b");
   ASSERT_FALSE(early) << "taken over while its holder's lease lives";
   EXPECT_EQ(early.error().errno_value, EBUSY);
-  EXPECT_TRUE((*a)->renew());
+  EXPECT_TRUE(a->renew());
 
-  ASSERT_TRUE((*a)->release());
+  ASSERT_TRUE(a->release());
   auto b = MemberLease::take_over(rados, o, "gw-b");
   ASSERT_TRUE(b) << "a released lease is free at once: " << b.error().message;
-  auto renewed = (*a)->renew();
+  auto renewed = a->renew();
   ASSERT_FALSE(renewed);
   EXPECT_EQ(renewed.error().errno_value, ENOENT);
   EXPECT_TRUE((*b)->release());
 }
 
-TEST(MemberLease, ALapsedLeaseIsTakenOverAndItsHolderLearnsIt) {
-  CEPH_CLUSTER_OR_SKIP(cluster);
-  auto rados = connect(*cluster);
-  ASSERT_TRUE(rados);
+TEST_F(MemberLeaseTest, ALapsedLeaseIsTakenOverAndItsHolderLearnsIt) {
   const LeaseOptions o = options(2s);
   const auto t0 = Clock::now();
-  auto a = MemberLease::acquire(rados, o);
-  ASSERT_TRUE(a) << a.error().message;
+  auto a = acquire(o);
+  ASSERT_TRUE(a);
   // The holder stops renewing (a crash, a hang): a survivor gets the lease once it lapsed, never before.
   rdmablk::Result<std::unique_ptr<MemberLease>> b = rdmablk::make_error("not tried");
   const auto deadline = t0 + 120s;  // a hang, not a delay
@@ -84,7 +94,7 @@ TEST(MemberLease, ALapsedLeaseIsTakenOverAndItsHolderLearnsIt) {
   }
   ASSERT_TRUE(b) << b.error().message;
   EXPECT_GE(Clock::now() - t0, 1900ms) << "taken over before the lease's duration had passed";
-  auto renewed = (*a)->renew();
+  auto renewed = a->renew();
   ASSERT_FALSE(renewed) << "the old holder renewed a lease a survivor holds";
   EXPECT_EQ(renewed.error().errno_value, ENOENT);
   EXPECT_NE(renewed.error().message.find("lost"), std::string::npos) << renewed.error().message;
@@ -92,15 +102,12 @@ TEST(MemberLease, ALapsedLeaseIsTakenOverAndItsHolderLearnsIt) {
   EXPECT_TRUE((*b)->release());
 }
 
-TEST(MemberLease, ALapsedLeaseCannotBeRenewedEvenIfNobodyTookIt) {
-  CEPH_CLUSTER_OR_SKIP(cluster);
-  auto rados = connect(*cluster);
-  ASSERT_TRUE(rados);
+TEST_F(MemberLeaseTest, ALapsedLeaseCannotBeRenewedEvenIfNobodyTookIt) {
   const LeaseOptions o = options(1s);
-  auto a = MemberLease::acquire(rados, o);
-  ASSERT_TRUE(a) << a.error().message;
+  auto a = acquire(o);
+  ASSERT_TRUE(a);
   std::this_thread::sleep_for(2500ms);  // a lower bound: any extra delay only makes it more lapsed
-  auto renewed = (*a)->renew();
+  auto renewed = a->renew();
   ASSERT_FALSE(renewed) << "a member must learn that its lease lapsed, not take it back silently";
   EXPECT_EQ(renewed.error().errno_value, ENOENT);
   auto again = MemberLease::acquire(rados, o);
@@ -108,10 +115,7 @@ TEST(MemberLease, ALapsedLeaseCannotBeRenewedEvenIfNobodyTookIt) {
   EXPECT_TRUE((*again)->release());
 }
 
-TEST(MemberLease, BadOptionsAreRefused) {
-  CEPH_CLUSTER_OR_SKIP(cluster);
-  auto rados = connect(*cluster);
-  ASSERT_TRUE(rados);
+TEST_F(MemberLeaseTest, BadOptionsAreRefused) {
   LeaseOptions o = options(10s);
   o.group.clear();
   auto no_group = MemberLease::acquire(rados, o);
