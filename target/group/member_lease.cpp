@@ -13,11 +13,6 @@ namespace {
 
 constexpr const char* kLockName = "lease";
 
-std::string where(const LeaseOptions& o, const std::string& object) {
-  return o.rados_namespace.empty() ? fmt::format("{}/{}", o.pool, object)
-                                   : fmt::format("{}/{}/{}", o.pool, o.rados_namespace, object);
-}
-
 // Unique per holder instance: the OSD tells lock holders apart by (client, cookie), and a process may hold
 // several members' leases (its own and those it took over).
 std::string new_cookie(const std::string& holder) {
@@ -51,7 +46,7 @@ MemberLease::MemberLease(std::shared_ptr<backend::RadosCluster> cluster, rados_i
     : cluster_(std::move(cluster)),
       io_(io),
       options_(std::move(o)),
-      object_(lease_object(options_.group, options_.member)),
+      object_(lease_object(options_.place.group, options_.member)),
       cookie_(std::move(cookie)) {}
 
 MemberLease::~MemberLease() {
@@ -62,27 +57,21 @@ MemberLease::~MemberLease() {
 
 Result<std::unique_ptr<MemberLease>> MemberLease::lock(std::shared_ptr<backend::RadosCluster> cluster,
                                                        const LeaseOptions& o, const std::string& holder) {
-  if (o.pool.empty() || o.group.empty() || o.member.empty())
-    return make_error("member lease: pool, group and member are required", EINVAL);
+  if (o.member.empty()) return make_error("member lease: the member is required", EINVAL);
   if (o.duration.count() <= 0) return make_error("member lease: the duration must be positive", EINVAL);
+  const std::string object = lease_object(o.place.group, o.member);
+  auto opened = open_ioctx(*cluster, o.place, object, "member lease");
+  if (!opened) return tl::unexpected(opened.error());
+  rados_ioctx_t io = *opened;
   backend::AsyncSignalsBlocked blocked;  // librados may start threads
-  const std::string object = lease_object(o.group, o.member);
-  rados_ioctx_t io = nullptr;
-  int rc = rados_ioctx_create(cluster->handle(), o.pool.c_str(), &io);
-  if (rc < 0) {
-    return make_error(fmt::format("member lease {}: cannot open pool {}: {}", where(o, object), o.pool,
-                                  backend::rados_errstr(rc)),
-                      -rc);
-  }
-  if (!o.rados_namespace.empty()) rados_ioctx_set_namespace(io, o.rados_namespace.c_str());
   std::string cookie = new_cookie(holder);
   timeval duration = duration_of(o);
   const std::string description = fmt::format("rdmablk member {} held by {}", o.member, holder);
-  rc = rados_lock_exclusive(io, object.c_str(), kLockName, cookie.c_str(), description.c_str(), &duration, 0);
+  const int rc = rados_lock_exclusive(io, object.c_str(), kLockName, cookie.c_str(), description.c_str(), &duration, 0);
   if (rc < 0) {
     std::string message = rc == -EBUSY
-                              ? fmt::format("member lease {}: held by {}", where(o, object), holder_of(io, object))
-                              : fmt::format("member lease {}: {}", where(o, object), backend::rados_errstr(rc));
+                              ? fmt::format("member lease {}: held by {}", o.place.where(object), holder_of(io, object))
+                              : fmt::format("member lease {}: {}", o.place.where(object), backend::rados_errstr(rc));
     rados_ioctx_destroy(io);
     return make_error(std::move(message), -rc);
   }
@@ -101,19 +90,19 @@ Result<std::unique_ptr<MemberLease>> MemberLease::take_over(std::shared_ptr<back
 }
 
 Result<void> MemberLease::renew() {
-  if (!held_) return make_error(fmt::format("member lease {}: released", where(options_, object_)), ENOENT);
+  if (!held_) return make_error(fmt::format("member lease {}: released", options_.place.where(object_)), ENOENT);
   backend::AsyncSignalsBlocked blocked;
   timeval duration = duration_of(options_);
   const int rc = rados_lock_exclusive(io_, object_.c_str(), kLockName, cookie_.c_str(), "", &duration,
                                       LIBRADOS_LOCK_FLAG_MUST_RENEW);
   if (rc == -ENOENT || rc == -EBUSY) {
     held_ = false;
-    return make_error(fmt::format("member lease {}: lost (it lapsed{})", where(options_, object_),
+    return make_error(fmt::format("member lease {}: lost (it lapsed{})", options_.place.where(object_),
                                   rc == -EBUSY ? " and was taken" : ""),
                       ENOENT);
   }
   if (rc < 0)
-    return make_error(fmt::format("member lease {}: renewal failed: {}", where(options_, object_),
+    return make_error(fmt::format("member lease {}: renewal failed: {}", options_.place.where(object_),
                                   backend::rados_errstr(rc)),
                       -rc);
   return {};
@@ -125,7 +114,7 @@ Result<void> MemberLease::release() {
   const int rc = rados_unlock(io_, object_.c_str(), kLockName, cookie_.c_str());
   held_ = false;
   if (rc < 0 && rc != -ENOENT)
-    return make_error(fmt::format("member lease {}: release failed: {}", where(options_, object_),
+    return make_error(fmt::format("member lease {}: release failed: {}", options_.place.where(object_),
                                   backend::rados_errstr(rc)),
                       -rc);
   return {};

@@ -15,14 +15,13 @@
 
 #include "backend/rados_cluster.h"
 #include "protocol/result.h"
+#include "target/group/group_place.h"
 
 namespace rdmablk::target::group {
 
 struct LeaseOptions {
-  std::string pool;             // the group's pool
-  std::string rados_namespace;  // optional
-  std::string group;            // the group's name
-  std::string member;           // whose lease
+  GroupPlace place;
+  std::string member;  // whose lease
   // How long the lease lives after each take or renewal: the bound on detecting a dead member. Renew
   // well within it (a third of it leaves two renewals of slack).
   std::chrono::seconds duration{15};

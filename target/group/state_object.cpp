@@ -15,8 +15,8 @@ constexpr uint32_t kWatchTimeoutSeconds = 30;
 
 std::string state_object_name(const std::string& group) { return "rdmablk.group." + group; }
 
-StateObject::StateObject(std::shared_ptr<backend::RadosCluster> cluster, rados_ioctx_t io, StateObjectOptions o)
-    : cluster_(std::move(cluster)), io_(io), options_(std::move(o)), object_(state_object_name(options_.group)) {}
+StateObject::StateObject(std::shared_ptr<backend::RadosCluster> cluster, rados_ioctx_t io, GroupPlace o)
+    : cluster_(std::move(cluster)), io_(io), place_(std::move(o)), object_(state_object_name(place_.group)) {}
 
 StateObject::~StateObject() {
   if (watching_) {
@@ -27,24 +27,11 @@ StateObject::~StateObject() {
   rados_ioctx_destroy(io_);
 }
 
-std::string StateObject::where() const {
-  return options_.rados_namespace.empty() ? fmt::format("{}/{}", options_.pool, object_)
-                                          : fmt::format("{}/{}/{}", options_.pool, options_.rados_namespace, object_);
-}
-
 Result<std::unique_ptr<StateObject>> StateObject::open(std::shared_ptr<backend::RadosCluster> cluster,
-                                                       const StateObjectOptions& o) {
-  if (o.pool.empty() || o.group.empty()) return make_error("group state: pool and group are required", EINVAL);
-  backend::AsyncSignalsBlocked blocked;
-  rados_ioctx_t io = nullptr;
-  const int rc = rados_ioctx_create(cluster->handle(), o.pool.c_str(), &io);
-  if (rc < 0) {
-    return make_error(fmt::format("group state {}: cannot open pool {}: {}", state_object_name(o.group), o.pool,
-                                  backend::rados_errstr(rc)),
-                      -rc);
-  }
-  if (!o.rados_namespace.empty()) rados_ioctx_set_namespace(io, o.rados_namespace.c_str());
-  return std::unique_ptr<StateObject>(new StateObject(std::move(cluster), io, o));
+                                                       const GroupPlace& o) {
+  auto io = open_ioctx(*cluster, o, state_object_name(o.group), "group state");
+  if (!io) return tl::unexpected(io.error());
+  return std::unique_ptr<StateObject>(new StateObject(std::move(cluster), *io, o));
 }
 
 Result<StateObject::Snapshot> StateObject::read() {
@@ -62,7 +49,8 @@ Result<StateObject::Snapshot> StateObject::read() {
     rados_release_read_op(op);
     if (rc == -ENOENT) return Snapshot{};
     if (rc < 0 || read_rc < 0) {
-      return make_error(fmt::format("group state {}: read: {}", where(), backend::rados_errstr(rc < 0 ? rc : read_rc)),
+      return make_error(fmt::format("group state {}: read: {}", place_.where(object_),
+                                    backend::rados_errstr(rc < 0 ? rc : read_rc)),
                         rc < 0 ? -rc : -read_rc);
     }
     if (got == room) continue;
@@ -90,10 +78,11 @@ Result<uint64_t> StateObject::write_if(const Snapshot& seen, std::span<const uin
   if (rc == -ERANGE || rc == -EOVERFLOW || rc == -EEXIST || rc == -ENOENT) {
     return make_error(fmt::format("group state {}: changed by another member since it was read (version {}); "
                                   "read it again",
-                                  where(), seen.version),
+                                  place_.where(object_), seen.version),
                       ECANCELED);
   }
-  if (rc < 0) return make_error(fmt::format("group state {}: write: {}", where(), backend::rados_errstr(rc)), -rc);
+  if (rc < 0)
+    return make_error(fmt::format("group state {}: write: {}", place_.where(object_), backend::rados_errstr(rc)), -rc);
   return rados_get_last_version(io_);
 }
 
@@ -105,27 +94,29 @@ Result<void> StateObject::notify(std::chrono::milliseconds timeout) {
       rados_notify2(io_, object_.c_str(), nullptr, 0, static_cast<uint64_t>(timeout.count()), &reply, &reply_len);
   if (reply != nullptr) rados_buffer_free(reply);
   if (rc == -ETIMEDOUT) {
-    return make_error(fmt::format("group state {}: not every member acknowledged the change within {} ms", where(),
-                                  timeout.count()),
+    return make_error(fmt::format("group state {}: not every member acknowledged the change within {} ms",
+                                  place_.where(object_), timeout.count()),
                       ETIMEDOUT);
   }
-  if (rc < 0) return make_error(fmt::format("group state {}: notify: {}", where(), backend::rados_errstr(rc)), -rc);
+  if (rc < 0)
+    return make_error(fmt::format("group state {}: notify: {}", place_.where(object_), backend::rados_errstr(rc)), -rc);
   return {};
 }
 
 Result<void> StateObject::watch(Changed changed) {
-  if (watching_) return make_error(fmt::format("group state {}: already watched", where()), EALREADY);
+  if (watching_) return make_error(fmt::format("group state {}: already watched", place_.where(object_)), EALREADY);
   backend::AsyncSignalsBlocked blocked;
   changed_ = std::move(changed);
   const int rc = rados_watch3(io_, object_.c_str(), &watch_cookie_, &StateObject::on_notify,
                               &StateObject::on_watch_error, kWatchTimeoutSeconds, this);
-  if (rc < 0) return make_error(fmt::format("group state {}: watch: {}", where(), backend::rados_errstr(rc)), -rc);
+  if (rc < 0)
+    return make_error(fmt::format("group state {}: watch: {}", place_.where(object_), backend::rados_errstr(rc)), -rc);
   watching_ = true;
   return {};
 }
 
 Result<void> StateObject::rewatch() {
-  if (!watching_) return make_error(fmt::format("group state {}: not watched", where()), EINVAL);
+  if (!watching_) return make_error(fmt::format("group state {}: not watched", place_.where(object_)), EINVAL);
   {
     backend::AsyncSignalsBlocked blocked;
     rados_unwatch2(io_, watch_cookie_);  // an error here: the broken watch is gone already

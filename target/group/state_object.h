@@ -20,14 +20,9 @@
 
 #include "backend/rados_cluster.h"
 #include "protocol/result.h"
+#include "target/group/group_place.h"
 
 namespace rdmablk::target::group {
-
-struct StateObjectOptions {
-  std::string pool;             // the group's pool
-  std::string rados_namespace;  // optional
-  std::string group;            // the group's name
-};
 
 class StateObject {
  public:
@@ -43,8 +38,7 @@ class StateObject {
   // for long, nor call this object's watch functions.
   using Changed = std::function<void(bool lost)>;
 
-  static Result<std::unique_ptr<StateObject>> open(std::shared_ptr<backend::RadosCluster> cluster,
-                                                   const StateObjectOptions& o);
+  static Result<std::unique_ptr<StateObject>> open(std::shared_ptr<backend::RadosCluster> cluster, const GroupPlace& o);
   ~StateObject();  // unwatches and waits for a callback in flight
   StateObject(const StateObject&) = delete;
   StateObject& operator=(const StateObject&) = delete;
@@ -64,14 +58,13 @@ class StateObject {
   const std::string& object() const noexcept { return object_; }
 
  private:
-  StateObject(std::shared_ptr<backend::RadosCluster> cluster, rados_ioctx_t io, StateObjectOptions o);
+  StateObject(std::shared_ptr<backend::RadosCluster> cluster, rados_ioctx_t io, GroupPlace o);
   static void on_notify(void* arg, uint64_t notify_id, uint64_t handle, uint64_t notifier, void* data, size_t len);
   static void on_watch_error(void* arg, uint64_t handle, int err);
-  std::string where() const;
 
   std::shared_ptr<backend::RadosCluster> cluster_;  // outlives the ioctx
   rados_ioctx_t io_;
-  StateObjectOptions options_;
+  GroupPlace place_;
   std::string object_;
   std::mutex version_mu_;  // rados_get_last_version is the ioctx's, not the call's
   Changed changed_;

@@ -12,8 +12,8 @@
 
 namespace {
 
+using rdmablk::target::group::GroupPlace;
 using rdmablk::target::group::StateObject;
-using rdmablk::target::group::StateObjectOptions;
 using namespace std::chrono_literals;
 
 std::span<const uint8_t> bytes_of(const std::string& s) {
@@ -49,7 +49,7 @@ class GroupStateTest : public ::testing::Test {
     return r ? *r : StateObject::Snapshot{};
   }
   std::shared_ptr<rdmablk::backend::RadosCluster> rados;
-  StateObjectOptions options;
+  GroupPlace options;
 };
 
 TEST_F(GroupStateTest, ReadAndVersionedWrites) {
@@ -118,7 +118,7 @@ TEST_F(GroupStateTest, ANotifiedChangeHasReachedTheWatchersWhenNotifyReturns) {
 }
 
 TEST_F(GroupStateTest, BadOptionsAreRefused) {
-  StateObjectOptions o = options;
+  GroupPlace o = options;
   o.group.clear();
   auto no_group = StateObject::open(rados, o);
   ASSERT_FALSE(no_group);

@@ -34,8 +34,8 @@ std::shared_ptr<rdmablk::backend::RadosCluster> connect(const ceph_test::Cluster
 LeaseOptions options(std::chrono::seconds duration) {
   static std::atomic<unsigned> counter{0};
   LeaseOptions o;
-  o.pool = "rbd";
-  o.group = "lease-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+  o.place.pool = "rbd";
+  o.place.group = "lease-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
   o.member = "gw-a";
   o.duration = duration;
   return o;
@@ -117,12 +117,12 @@ TEST_F(MemberLeaseTest, ALapsedLeaseCannotBeRenewedEvenIfNobodyTookIt) {
 
 TEST_F(MemberLeaseTest, BadOptionsAreRefused) {
   LeaseOptions o = options(10s);
-  o.group.clear();
+  o.place.group.clear();
   auto no_group = MemberLease::acquire(rados, o);
   ASSERT_FALSE(no_group);
   EXPECT_EQ(no_group.error().errno_value, EINVAL);
   o = options(10s);
-  o.pool = "no-such-pool";
+  o.place.pool = "no-such-pool";
   auto no_pool = MemberLease::acquire(rados, o);
   ASSERT_FALSE(no_pool);
   EXPECT_NE(no_pool.error().message.find("cannot open pool no-such-pool"), std::string::npos)
