@@ -16,7 +16,7 @@ TargetConfig Parser::parse() {
   YAML::Node root = load_mapping("the configuration is empty (at least `listeners` is required)");
   Mapping top(*this, root, "", location_of(root.Mark()),
               {"listeners", "subsystems", "reactors", "busy_poll_us", "log_level", "limits", "control", "metrics",
-               "tls_psk_derivation", "state_dir"});
+               "tls_psk_derivation", "state_dir", "group"});
 
   TargetConfig config;
   config.source = file();
@@ -73,6 +73,11 @@ TargetConfig Parser::parse() {
     }
     config.state_dir = std::move(dir);
     config.state_dir_at = f->value_at;
+  }
+
+  if (const Field* f = top.find("group")) {
+    config.group = parse_group(*f);
+    check_group(config);
   }
 
   config.warnings = take_warnings();
@@ -133,6 +138,10 @@ Result<TargetConfig> config_from_document(const ConfigDocument& doc, const std::
   config->source = path;  // the file, also when messages named something else
   std::error_code ec;
   std::filesystem::path base = std::filesystem::absolute(path, ec).parent_path();
+  for (std::string* p : {&config->group.ceph_conf, &config->group.keyring}) {
+    if (config->group.enabled && !p->empty() && std::filesystem::path(*p).is_relative())
+      *p = (base / *p).lexically_normal().string();
+  }
   for (std::size_t s = 0; s < config->subsystems.size(); ++s) {
     auto& sub = config->subsystems[s];
     for (auto& ns : sub.namespaces) {

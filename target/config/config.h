@@ -317,6 +317,26 @@ struct MetricsConfig {
   SourceLocation port_at;               // its `port` value (or the mapping when defaulted)
 };
 
+// `group:` (docs/gateway-groups.md): this target is a member of a gateway group on Ceph. Members hold leases
+// in RADOS; a member serves its home ANA groups as optimized while it holds its own lease, and a survivor
+// serves a dead member's. With a group, ANA states are the group's: listeners take no `ana:` key. Restart only.
+enum class GroupFailback : uint8_t { automatic, manual };
+struct GroupConfig {
+  bool enabled = false;  // a `group:` mapping
+  std::string name;      // the group's name, in every RADOS object name: [A-Za-z0-9_.-], at most 64
+  std::string member;    // this member's name in the group (default: the host name); same alphabet
+  std::string pool;      // where the group's objects live
+  std::string rados_namespace;
+  std::string ceph_conf = "/etc/ceph/ceph.conf";
+  std::string client = "admin";  // cephx id; needs `osd blocklist` (mon 'profile rbd' has it)
+  std::string keyring;
+  unsigned lease_seconds = 10;          // 2..600: a dead member's groups move after at most lease + lease/3
+  std::vector<uint32_t> ana_groups;     // this member's home ANA groups (1..kAnaGroupMax)
+  GroupFailback failback = GroupFailback::automatic;
+  bool blocklist = true;  // blocklist a dead member's Ceph client before serving its groups
+  SourceLocation at;
+};
+
 struct TargetConfig {
   std::string source;  // the file name used in messages
   std::vector<ListenerConfig> listeners;
@@ -342,6 +362,7 @@ struct TargetConfig {
   // Absolute; created (0700) when first needed. Restart only. Two targets must not share one.
   std::string state_dir = "/var/lib/rdmablk";
   SourceLocation state_dir_at;
+  GroupConfig group;
   // Things that are allowed but probably not meant (logged at startup), each "FILE:LINE:COL: ...".
   std::vector<std::string> warnings;
 };

@@ -281,6 +281,14 @@ std::vector<std::string> restart_only_changes(const TargetConfig& running, const
     keys.emplace_back("metrics");
   }
   if (running.tls_psk_derivation != reread.tls_psk_derivation) keys.emplace_back("tls_psk_derivation");
+  const auto& g = running.group;
+  const auto& g2 = reread.group;
+  if (g.enabled != g2.enabled || g.name != g2.name || g.member != g2.member || g.pool != g2.pool ||
+      g.rados_namespace != g2.rados_namespace || g.ceph_conf != g2.ceph_conf || g.client != g2.client ||
+      g.keyring != g2.keyring || g.lease_seconds != g2.lease_seconds || g.ana_groups != g2.ana_groups ||
+      g.failback != g2.failback || g.blocklist != g2.blocklist) {
+    keys.emplace_back("group");
+  }
   return keys;
 }
 

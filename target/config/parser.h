@@ -190,6 +190,8 @@ class Parser : public config::Reader {
   void parse_reactors(const Field& f, TargetConfig& config);
   ControlConfig parse_control(const Field& f) const;
   MetricsConfig parse_metrics(const Field& f) const;
+  GroupConfig parse_group(const Field& f) const;  // parse_group.cpp
+  void check_group(const TargetConfig& config) const;
   void check_metrics(const TargetConfig& config) const;
   void parse_subsystems(const Mapping& top, TargetConfig& config);
   SubsystemConfig parse_subsystem(const YAML::Node& node, const std::string& path);

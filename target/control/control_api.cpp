@@ -284,7 +284,7 @@ Outcome disconnect_verb(const ControlHooks& hooks, const json& req) {
 }
 
 std::string verb_list() {
-  std::string out = "status, subsystems, namespaces, controllers, stats, managed, disconnect, reload";
+  std::string out = "status, subsystems, namespaces, controllers, stats, managed, group_status, disconnect, reload";
   for (const auto& v : manage::edit_verbs()) out += ", " + std::string(v.name);
   return out;
 }
@@ -303,6 +303,11 @@ Outcome dispatch(const ControlHooks& hooks, const std::string& method, const jso
   if (method == "managed") {
     if (!hooks.managed) return error(kFailed, "managed is not available");
     return done(hooks.managed());
+  }
+  if (method == "group_status") {
+    if (!hooks.group_status) return error(kFailed, "group_status is not available");
+    auto r = hooks.group_status();
+    return r ? done(*r) : error(kFailed, r.error().message);
   }
   if (manage::find_edit_verb(method) != nullptr) {
     if (!hooks.manage) return error(kFailed, method + " is not available");

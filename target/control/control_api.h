@@ -35,6 +35,8 @@ struct ControlHooks {
   std::function<Result<nlohmann::json>(const std::string& verb, const nlohmann::json& params)> manage;
   // The management API's overlay: {"overlay": PATH, "edits": [...]}, secrets redacted.
   std::function<nlohmann::json()> managed;
+  // `group_status`: the gateway group member's view (target/daemon/daemon_group.h), or why there is none.
+  std::function<Result<nlohmann::json>()> group_status;
 };
 
 // One request line in, one reply line out (never throws: malformed input is an error reply).

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cerrno>
+#include <ctime>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -307,6 +308,42 @@ void print_managed(const json& r) {
   print_table({"#", "AT", "VERB", "PARAMS"}, rows);
 }
 
+// "12:03:04.567" (UTC) of a Unix time in ms.
+std::string utc_time(int64_t unix_ms) {
+  const time_t secs = static_cast<time_t>(unix_ms / 1000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%02d:%02d:%02d.%03d", tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<int>(unix_ms % 1000));
+  return buf;
+}
+
+std::string id_list(const json& ids) {
+  std::string out;
+  for (const auto& g : ids) out += (out.empty() ? "" : ",") + std::to_string(g.get<unsigned>());
+  return out.empty() ? "-" : out;
+}
+
+void print_group(const json& r) {
+  std::printf("group %s in %s: member %s, lease %llds, failback %s\n", r["group"].get<std::string>().c_str(),
+              r["where"].get<std::string>().c_str(), r["member"].get<std::string>().c_str(),
+              static_cast<long long>(r["lease_seconds"].get<int64_t>()), r["failback"].get<std::string>().c_str());
+  std::printf("serving ANA groups %s as optimized; of %s\n", id_list(r["owned"]).c_str(), id_list(r["managed"]).c_str());
+  if (!r["last_error"].is_null()) std::printf("last error: %s\n", r["last_error"].get<std::string>().c_str());
+  std::vector<std::vector<std::string>> rows;
+  for (const auto& m : r["members"]) {
+    rows.push_back({m["member"].get<std::string>(), id_list(m["ana_groups"]), m["alive"].get<bool>() ? "yes" : "no",
+                    m["lease_holder"].is_null() ? "(free)" : m["lease_holder"].get<std::string>(),
+                    m["address"].get<std::string>()});
+  }
+  print_table({"MEMBER", "HOME GROUPS", "ALIVE", "LEASE HELD BY", "CEPH CLIENT"}, rows);
+  if (r["events"].empty()) return;
+  std::printf("\nevents (UTC):\n");
+  for (const auto& e : r["events"]) {
+    std::printf("  %s %s\n", utc_time(e["unix_ms"].get<int64_t>()).c_str(), e["what"].get<std::string>().c_str());
+  }
+}
+
 }  // namespace
 
 CLI::App* add_ctl_command(CLI::App& app) {
@@ -340,6 +377,9 @@ CLI::App* add_ctl_command(CLI::App& app) {
       ->required();
   ana->require_subcommand(1);
   ctl->add_subcommand("managed", "the changes made through the management API (the overlay on the config file)");
+  CLI::App* group = ctl->add_subcommand("group", "the gateway group this target is a member of");
+  group->add_subcommand("status", "members, their leases and ANA groups, who serves which, the last failovers");
+  group->require_subcommand(1);
   // The management verbs, one subcommand each, named as in the protocol (target/manage/config_edits.h).
   for (const auto& v : manage::edit_verbs()) {
     CLI::App* sub = ctl->add_subcommand(std::string(v.name), std::string(v.summary));
@@ -387,6 +427,8 @@ int run_ctl_command(CLI::App& ctl) {
     }
     if (!g_args.subsystem.empty()) request["subsystem"] = g_args.subsystem;
     if (g_args.controller >= 0) request["cntlid"] = g_args.controller;
+  } else if (name == "group") {
+    request = json{{"command", "group_status"}};
   } else if (name == "ana") {
     request = json{{"command", "ana_set"}, {"listener", g_args.listener}, {"group", g_args.group}, {"state", g_args.state}};
   } else if (manage::find_edit_verb(name) != nullptr) {
@@ -433,6 +475,7 @@ int run_ctl_command(CLI::App& ctl) {
       std::printf("ANA group %u on %s: %s (%s)\n", g_args.group, g_args.listener.c_str(), g_args.state.c_str(),
                   r["changed"].get<bool>() ? "changed" : "unchanged");
     else if (name == "managed") print_managed(r);
+    else if (name == "group") print_group(r);
     else if (r.contains("changed"))
       std::printf("%s: %s\n", name.c_str(),
                   r["changed"].get<bool>() ? r["summary"].get<std::string>().c_str() : "nothing to change");

@@ -23,6 +23,7 @@
 #include "target/control/control_server.h"
 #include "target/core/core.h"
 #include "target/core/core_reactor.h"
+#include "target/daemon/daemon_group.h"
 #include "target/daemon/listener_set.h"
 #include "target/manage/config_edits.h"
 #include "target/manage/managed_config.h"
@@ -90,6 +91,7 @@ struct Daemon::Impl {
   // The TLS PSKs the listeners' server context looks up (a reload swaps the table).
   std::shared_ptr<TlsPskStore> tls_psks = std::make_shared<TlsPskStore>();
   std::unique_ptr<ListenerSet> listeners;
+  std::unique_ptr<DaemonGroup> group;  // a gateway group member (config `group:`)
   bool stopped = false;
 
   ~Impl() { stop_reactors(); }
@@ -269,6 +271,7 @@ Result<std::unique_ptr<Daemon>> Daemon::start(manage::ManagedConfig managed, con
   s.options = options;
   s.config = managed.config;
   s.managed = std::move(managed);
+  DaemonGroup::start_fenced(s.config);  // a member serves nothing until it holds a lease
   const TargetConfig& config = s.config;
   raise_open_file_limit(config);
   s.started_unix_ms = unix_ms_now();
@@ -281,6 +284,11 @@ Result<std::unique_ptr<Daemon>> Daemon::start(manage::ManagedConfig managed, con
     s.threads.emplace_back([reactor] { reactor->run(); });
   }
   if (auto r = s.open_listeners(); !r) return tl::unexpected(r.error());
+  if (config.group.enabled) {
+    auto group = DaemonGroup::start(config, *s.core);
+    if (!group) return tl::unexpected(group.error());
+    s.group = std::move(*group);
+  }
   Daemon* self = d.get();
   ControlHooks hooks{
       .status = [self] { return self->status(); },
@@ -289,6 +297,10 @@ Result<std::unique_ptr<Daemon>> Daemon::start(manage::ManagedConfig managed, con
       .disconnect_controller = [self](uint16_t id) { return self->impl_->core->disconnect_controller(id); },
       .manage = [self](const std::string& verb, const nlohmann::json& params) { return self->manage(verb, params); },
       .managed = [self] { return manage::overlay_json(self->impl_->managed); },
+      .group_status = [self]() -> Result<nlohmann::json> {
+        if (!self->impl_->group) return make_error("this target is not in a gateway group (no `group:` in its config)");
+        return self->impl_->group->status_json();
+      },
   };
   if (auto r = s.open_control_socket(std::move(hooks)); !r) return tl::unexpected(r.error());
   if (auto r = s.open_metrics([self] { return self->status(); }); !r) return tl::unexpected(r.error());
@@ -326,8 +338,14 @@ Result<std::string> Daemon::Impl::apply_config(const TargetConfig& next_config) 
   // only once it has (so a connection on a new listener meets its role); removed ones close after.
   auto listener_plan = listeners->prepare(next);
   if (!listener_plan) return tl::unexpected(listener_plan.error());
+  std::unique_lock<std::mutex> group_held;  // the group's ANA states, as of now, go with the new config
+  if (group) {
+    group_held = group->hold();
+    group->overlay_locked(next);
+  }
   auto summary = core->reload(next);
   if (!summary) return tl::unexpected(summary.error());  // the plan, dropped, closes what it bound
+  if (group) group->applied_locked(next);
   tls_psks->update(next);  // before a new TLS listener accepts; connections up keep their PSKs
   listeners->commit(std::move(*listener_plan));
   // A file or block device grown since it was opened (rbd images tell by themselves): like nvmet's
@@ -476,6 +494,9 @@ void Daemon::stop() {
   if (!impl_ || impl_->stopped) return;
   Impl& s = *impl_;
   s.stopped = true;
+  // A member first stops serving its groups (hosts get the ANA change while still connected) and hands
+  // its leases to the survivors.
+  if (s.group) s.group->stop(true);
   if (s.listeners) s.listeners->stop_all();
   if (s.core) {
     s.core->shutdown("target shutting down");
@@ -501,6 +522,7 @@ void Daemon::stop() {
   s.metrics.reset();
   s.stop_reactors();
   s.listeners.reset();
+  s.group.reset();
   s.core.reset();
   // rbd images are closed on a background thread (their rbd cache flushed): wait for that before exiting.
   if (!backend::wait_for_rbd_closes(std::chrono::seconds(60)))

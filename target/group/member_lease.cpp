@@ -11,8 +11,6 @@ namespace rdmablk::target::group {
 
 namespace {
 
-constexpr const char* kLockName = "lease";
-
 // Unique per holder instance: the OSD tells lock holders apart by (client, cookie), and a process may hold
 // several members' leases (its own and those it took over).
 std::string new_cookie(const std::string& holder) {
@@ -23,11 +21,11 @@ std::string new_cookie(const std::string& holder) {
 }
 
 // "COOKIE at ADDRESS", the lease's current holder as the OSD lists it (for an error message).
-std::string holder_of(rados_ioctx_t io, const std::string& object) {
+std::string holder_of(rados_ioctx_t io, const std::string& object, const std::string& lock) {
   int exclusive = 0;
   char tag[256], clients[1024], cookies[1024], addrs[1024];
   size_t tag_len = sizeof tag, clients_len = sizeof clients, cookies_len = sizeof cookies, addrs_len = sizeof addrs;
-  const ssize_t n = rados_list_lockers(io, object.c_str(), kLockName, &exclusive, tag, &tag_len, clients, &clients_len,
+  const ssize_t n = rados_list_lockers(io, object.c_str(), lock.c_str(), &exclusive, tag, &tag_len, clients, &clients_len,
                                        cookies, &cookies_len, addrs, &addrs_len);
   if (n <= 0) return "unknown";
   return fmt::format("{} at {}", cookies, addrs);  // the first of each NUL-separated list
@@ -59,6 +57,7 @@ Result<std::unique_ptr<MemberLease>> MemberLease::lock(std::shared_ptr<backend::
                                                        const LeaseOptions& o, const std::string& holder) {
   if (o.member.empty()) return make_error("member lease: the member is required", EINVAL);
   if (o.duration.count() <= 0) return make_error("member lease: the duration must be positive", EINVAL);
+  if (o.lock.empty()) return make_error("member lease: the lock name is required", EINVAL);
   const std::string object = lease_object(o.place.group, o.member);
   auto opened = open_ioctx(*cluster, o.place, object, "member lease");
   if (!opened) return tl::unexpected(opened.error());
@@ -67,10 +66,10 @@ Result<std::unique_ptr<MemberLease>> MemberLease::lock(std::shared_ptr<backend::
   std::string cookie = new_cookie(holder);
   timeval duration = duration_of(o);
   const std::string description = fmt::format("rdmablk member {} held by {}", o.member, holder);
-  const int rc = rados_lock_exclusive(io, object.c_str(), kLockName, cookie.c_str(), description.c_str(), &duration, 0);
+  const int rc = rados_lock_exclusive(io, object.c_str(), o.lock.c_str(), cookie.c_str(), description.c_str(), &duration, 0);
   if (rc < 0) {
     std::string message = rc == -EBUSY
-                              ? fmt::format("member lease {}: held by {}", o.place.where(object), holder_of(io, object))
+                              ? fmt::format("member lease {}: held by {}", o.place.where(object), holder_of(io, object, o.lock))
                               : fmt::format("member lease {}: {}", o.place.where(object), backend::rados_errstr(rc));
     rados_ioctx_destroy(io);
     return make_error(std::move(message), -rc);
@@ -93,7 +92,7 @@ Result<void> MemberLease::renew() {
   if (!held_) return make_error(fmt::format("member lease {}: released", options_.place.where(object_)), ENOENT);
   backend::AsyncSignalsBlocked blocked;
   timeval duration = duration_of(options_);
-  const int rc = rados_lock_exclusive(io_, object_.c_str(), kLockName, cookie_.c_str(), "", &duration,
+  const int rc = rados_lock_exclusive(io_, object_.c_str(), options_.lock.c_str(), cookie_.c_str(), "", &duration,
                                       LIBRADOS_LOCK_FLAG_MUST_RENEW);
   if (rc == -ENOENT || rc == -EBUSY) {
     held_ = false;
@@ -111,7 +110,7 @@ Result<void> MemberLease::renew() {
 Result<void> MemberLease::release() {
   if (!held_) return {};
   backend::AsyncSignalsBlocked blocked;
-  const int rc = rados_unlock(io_, object_.c_str(), kLockName, cookie_.c_str());
+  const int rc = rados_unlock(io_, object_.c_str(), options_.lock.c_str(), cookie_.c_str());
   held_ = false;
   if (rc < 0 && rc != -ENOENT)
     return make_error(fmt::format("member lease {}: release failed: {}", options_.place.where(object_),

@@ -25,7 +25,13 @@ struct LeaseOptions {
   // How long the lease lives after each take or renewal: the bound on detecting a dead member. Renew
   // well within it (a third of it leaves two renewals of slack).
   std::chrono::seconds duration{15};
+  // The lock's name on the member's object: kLeaseLock (who serves the member's ANA groups) or kAliveLock
+  // (the member's own process is up; only it takes it).
+  std::string lock = "lease";
 };
+
+inline constexpr const char* kLeaseLock = "lease";
+inline constexpr const char* kAliveLock = "alive";
 
 class MemberLease {
  public:
@@ -48,6 +54,7 @@ class MemberLease {
 
   const std::string& object() const noexcept { return object_; }
   const std::string& cookie() const noexcept { return cookie_; }
+  const std::string& member() const noexcept { return options_.member; }
 
  private:
   MemberLease(std::shared_ptr<backend::RadosCluster> cluster, rados_ioctx_t io, LeaseOptions o, std::string cookie);

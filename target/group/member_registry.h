@@ -1,0 +1,71 @@
+// Who is in a gateway group (issue 28; docs/gateway-groups.md): one record per member in the omap of the
+// RADOS object rdmablk.group.GROUP.members, and who holds each member's locks.
+//
+// Why an omap: each member writes only its own key, so members that start at once never conflict, and a
+// survivor reads every record in one operation. A record says what a survivor needs when the member is
+// gone: its home ANA groups (to serve them) and its Ceph client's address (to blocklist it).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backend/rados_cluster.h"
+#include "protocol/result.h"
+#include "target/group/group_place.h"
+
+namespace rdmablk::target::group {
+
+struct MemberRecord {
+  std::string member;
+  std::vector<uint32_t> ana_groups;  // its home ANA groups, ascending
+  std::string address;               // its Ceph client instance ("IP:PORT/NONCE"), for blocklisting
+  int64_t started_unix_ms = 0;       // when this incarnation of the member started
+  friend bool operator==(const MemberRecord&, const MemberRecord&) = default;
+};
+
+// A lock on a member's object as the OSD lists it.
+struct LockHolder {
+  bool held = false;
+  std::string holder;  // the member that holds it (the cookie's part before '@'), "" when free
+  std::string cookie;
+  std::string address;
+};
+
+class MemberRegistry {
+ public:
+  static Result<std::unique_ptr<MemberRegistry>> open(std::shared_ptr<backend::RadosCluster> cluster,
+                                                      const GroupPlace& place);
+  ~MemberRegistry();
+  MemberRegistry(const MemberRegistry&) = delete;
+  MemberRegistry& operator=(const MemberRegistry&) = delete;
+
+  // Writes (replaces) this member's record.
+  Result<void> publish(const MemberRecord& r);
+  // Every member's record, by member name. A record that does not parse is skipped with a log line (a hand
+  // edit must not stop the group from failing over the others).
+  Result<std::vector<MemberRecord>> list();
+  // Who holds `lock` (kLeaseLock / kAliveLock) on `member`'s object now (lapsed locks count as free).
+  Result<LockHolder> holder(const std::string& member, const std::string& lock);
+  // This process's Ceph client instance address, as the OSDs see it.
+  std::string client_address() const;
+  // Blocklists a member's Ceph client instance: the OSDs refuse its operations from now on (fencing).
+  Result<void> blocklist(const std::string& address, uint32_t expire_seconds);
+
+ private:
+  MemberRegistry(std::shared_ptr<backend::RadosCluster> cluster, rados_ioctx_t io, GroupPlace place);
+
+  std::shared_ptr<backend::RadosCluster> cluster_;
+  rados_ioctx_t io_;
+  GroupPlace place_;
+  std::string object_;
+};
+
+// rdmablk.group.GROUP.members
+std::string registry_object(const std::string& group);
+// A record as stored (JSON) and back; nullopt-like error for bytes that are not one.
+std::string encode_record(const MemberRecord& r);
+Result<MemberRecord> decode_record(const std::string& member, const std::string& bytes);
+
+}  // namespace rdmablk::target::group
