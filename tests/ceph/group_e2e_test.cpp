@@ -1,0 +1,270 @@
+// Three rdmablk-target processes in one gateway group (docs/gateway-groups.md) on the throw-away cluster,
+// each exporting the same three RBD images as namespaces 1-3 in ANA groups 1-3 and the home of one group.
+// A host connected to every member sees each group optimized on its home member only; kill -9 a member
+// and its group becomes optimized on a survivor (the host gets the ANA Change notice, data the dead member
+// acknowledged reads back through the survivor), the member restarts and takes its group back; a member
+// frozen past its lease comes back fenced; a clean stop hands over without waiting for the lease.
+//
+// The waits poll the member's state or the host's ANA log until the event, with bounds far above the
+// documented ones (lease + lease/3): they bound a hang, the figures printed are what happened.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <chrono>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "ceph/ceph_cluster.h"
+#include "e2e_common.h"
+#include "initiator/ublk/multipath.h"
+#include "support/target_process.h"
+
+namespace {
+
+using namespace e2e;
+using nlohmann::json;
+using rdmablk::protocol::AnaState;
+using Clock = std::chrono::steady_clock;
+
+constexpr unsigned kLeaseSeconds = 3;
+constexpr uint32_t kBlock = 512;
+
+int64_t unix_ms_now() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+struct Group {
+  std::string name;
+  std::vector<std::string> images;  // namespace i+1 in ANA group i+1
+};
+
+std::string member_config(const ceph_test::Cluster& c, const Group& g, const std::string& member, uint32_t home,
+                          uint16_t cntlid_min) {
+  std::string namespaces;
+  for (std::size_t i = 0; i < g.images.size(); ++i) {
+    namespaces += "      - {nsid: " + std::to_string(i + 1) + ", backend: rbd, pool: rbd, image: " + g.images[i] +
+                  ", ceph_conf: " + c.conf() + ", client: rdmablk, keyring: " + c.rdmablk_keyring() +
+                  ", ana_group: " + std::to_string(i + 1) + "}\n";
+  }
+  const std::string subsystem = "    allow_any_host: true\n    cntlid_min: " + std::to_string(cntlid_min) +
+                                "\n    cntlid_max: " + std::to_string(cntlid_min + 999) + "\n";
+  const std::string group = "group:\n  name: " + g.name + "\n  pool: rbd\n  member: " + member +
+                            "\n  ceph_conf: " + c.conf() + "\n  client: rdmablk\n  keyring: " + c.rdmablk_keyring() +
+                            "\n  lease_seconds: " + std::to_string(kLeaseSeconds) + "\n  ana_groups: [" +
+                            std::to_string(home) + "]\n";
+  return config_with_namespaces(namespaces, subsystem, group);
+}
+
+json group_status(const TargetProcess& t) {
+  auto r = ctl(t, {"group", "status"});
+  if (r.exit_status != 0) return json();
+  auto j = json::parse(r.out, nullptr, false);
+  return j.is_discarded() ? json() : j;
+}
+
+std::vector<uint32_t> owned(const TargetProcess& t) {
+  const json s = group_status(t);
+  return s.is_object() ? s["owned"].get<std::vector<uint32_t>>() : std::vector<uint32_t>{99};
+}
+
+// Polls `done` every 50 ms until it holds or `limit` passes.
+bool wait_until(const std::function<bool()>& done, std::chrono::milliseconds limit = std::chrono::seconds(60)) {
+  for (auto until = Clock::now() + limit; Clock::now() < until;) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return done();
+}
+
+// The state of namespace `nsid` in the host's ANA log read through `c`.
+std::optional<AnaState> ana_of(rdmablk::initiator::Controller& c, uint32_t nsid) {
+  auto page = c.read_ana_log();
+  if (!page) return std::nullopt;
+  auto log = rdmablk::initiator::ublk::parse_ana_log(*page);
+  if (!log) return std::nullopt;
+  return rdmablk::initiator::ublk::ana_state_of(*log, nsid, nsid);
+}
+
+class GroupE2e : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    CEPH_CLUSTER_OR_SKIP(c);
+    cluster = c;
+    static int counter = 0;
+    group.name = "e2e-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
+    for (int i = 0; i < 3; ++i) group.images.push_back(cluster->create_image("group", "16M"));
+  }
+  ::testing::AssertionResult start(TargetProcess& t, const std::string& member, uint32_t home) {
+    return t.start(member_config(*cluster, group, member, home, static_cast<uint16_t>(home * 1000)));
+  }
+  // Every member serves its own group, and only it, and knows every member.
+  ::testing::AssertionResult settled(std::vector<TargetProcess*> members) {
+    bool ok = wait_until([&] {
+      for (std::size_t i = 0; i < members.size(); ++i) {
+        const json s = group_status(*members[i]);
+        if (!s.is_object() || s["members"].size() != members.size()) return false;
+        if (s["owned"].get<std::vector<uint32_t>>() != std::vector<uint32_t>{static_cast<uint32_t>(i + 1)}) return false;
+      }
+      return true;
+    });
+    if (ok) return ::testing::AssertionSuccess();
+    auto f = ::testing::AssertionFailure() << "the members did not settle:";
+    for (auto* m : members) f << "\n" << group_status(*m).dump(2) << "\n--- log ---\n" << m->log();
+    return f;
+  }
+  const ceph_test::Cluster* cluster = nullptr;
+  Group group;
+};
+
+TEST_F(GroupE2e, AKilledMembersGroupMovesToASurvivorAndComesBack) {
+  TargetProcess a, b, c;
+  ASSERT_TRUE(start(a, "gw-a", 1));
+  ASSERT_TRUE(start(b, "gw-b", 2));
+  ASSERT_TRUE(start(c, "gw-c", 3));
+  ASSERT_TRUE(settled({&a, &b, &c}));
+
+  const json sb = group_status(b);
+  ASSERT_EQ(sb["members"].size(), 3u) << sb.dump(2);
+  for (const auto& m : sb["members"]) {
+    EXPECT_TRUE(m["alive"].get<bool>()) << m.dump();
+    EXPECT_EQ(m["lease_holder"], m["member"]) << "each member holds its own lease: " << m.dump();
+  }
+
+  // The host's view through each member: group i+1 optimized on member i only.
+  auto ca = connect_or_fail(controller_options(a.io_port(), kSubnqn), a);
+  auto cb = connect_or_fail(controller_options(b.io_port(), kSubnqn), b);
+  auto cc = connect_or_fail(controller_options(c.io_port(), kSubnqn), c);
+  ASSERT_TRUE(ca && cb && cc);
+  ASSERT_TRUE(cb->enable_ana_events());
+  ASSERT_TRUE(cc->enable_ana_events());
+  EXPECT_EQ(ana_of(*ca, 1), AnaState::optimized);
+  EXPECT_EQ(ana_of(*cb, 1), AnaState::inaccessible);
+  EXPECT_EQ(ana_of(*cc, 1), AnaState::inaccessible);
+  EXPECT_EQ(ana_of(*cb, 2), AnaState::optimized);
+  EXPECT_EQ(ana_of(*cc, 3), AnaState::optimized);
+
+  // Data acknowledged through A (written, flushed) before A dies.
+  std::vector<uint8_t> data = pattern(64 * 1024, 28);
+  {
+    auto qa = io_queue_or_fail(*ca, 1);
+    ASSERT_TRUE(qa);
+    auto w = write_blocks(*qa, 1, 100, kBlock, data);
+    ASSERT_TRUE(w && w->get_status().ok());
+    auto f = flush(*qa, 1);
+    ASSERT_TRUE(f && f->get_status().ok());
+  }
+  auto qb = io_queue_or_fail(*cb, 1);
+  auto qc = io_queue_or_fail(*cc, 1);
+  ASSERT_TRUE(qb && qc);
+  std::vector<uint8_t> got(data.size());
+  auto refused = read_blocks(*qb, 1, 100, kBlock, got);
+  ASSERT_FALSE(refused) << "group 1 is inaccessible on B while A serves it";
+  EXPECT_NE(refused.error().message.find("Asymmetric Access Inaccessible"), std::string::npos) << refused.error().message;
+
+  ca.reset();
+  const int64_t killed_ms = unix_ms_now();
+  const auto killed = Clock::now();
+  a.kill_now();
+
+  // Which survivor took it: the host reads each one's ANA log until one says optimized.
+  rdmablk::initiator::Controller* survivor = nullptr;
+  rdmablk::initiator::IoQueue* survivor_q = nullptr;
+  ASSERT_TRUE(wait_until([&] {
+    cb->service();
+    cc->service();
+    if (ana_of(*cb, 1) == AnaState::optimized) survivor = cb.get(), survivor_q = qb.get();
+    if (ana_of(*cc, 1) == AnaState::optimized) survivor = cc.get(), survivor_q = qc.get();
+    return survivor != nullptr;
+  })) << group_status(b).dump(2) << group_status(c).dump(2);
+  const auto seen = Clock::now();
+  auto r = read_blocks(*survivor_q, 1, 100, kBlock, got);
+  ASSERT_TRUE(r);
+  EXPECT_TRUE(r->get_status().ok());
+  const auto first_io = Clock::now();
+  EXPECT_EQ(got, data) << "what A acknowledged reads back through the survivor";
+  EXPECT_TRUE(survivor->take_ana_change()) << "the host got the ANA Change notice";
+
+  const TargetProcess& s = survivor == cb.get() ? b : c;
+  const TargetProcess& other = survivor == cb.get() ? c : b;
+  const json st = group_status(s);
+  EXPECT_EQ(owned(other), (std::vector<uint32_t>{survivor == cb.get() ? 3u : 2u})) << "one survivor, not both";
+  int64_t took_ms = 0;
+  for (const auto& e : st["events"]) {
+    if (e["what"].get<std::string>().find("took over the lease of gw-a") != std::string::npos) {
+      took_ms = e["unix_ms"].get<int64_t>();
+      EXPECT_NE(e["what"].get<std::string>().find("blocklisted"), std::string::npos) << e.dump();
+    }
+  }
+  EXPECT_GT(took_ms, killed_ms) << st.dump(2);
+  const auto ms = [](auto d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); };
+  std::printf("failover (lease %u s): taken over after %lld ms, the host saw it optimized after %lld ms, "
+              "first read completed after %lld ms\n",
+              kLeaseSeconds, static_cast<long long>(took_ms - killed_ms), static_cast<long long>(ms(seen - killed)),
+              static_cast<long long>(ms(first_io - killed)));
+  // The documented bound: lease + one renewal period, plus the host's polling.
+  EXPECT_LT(ms(seen - killed), 60'000);
+
+  // A comes back and takes its group back (failback automatic); the survivor stops serving it first.
+  const auto restarted = Clock::now();
+  ASSERT_TRUE(a.restart());
+  ASSERT_TRUE(settled({&a, &b, &c}));
+  std::printf("failback: group 1 back on the restarted member %lld ms after its start began\n",
+              static_cast<long long>(ms(Clock::now() - restarted)));
+  EXPECT_TRUE(wait_until([&] {
+    survivor->service();
+    return ana_of(*survivor, 1) == AnaState::inaccessible;
+  }));
+}
+
+// A member frozen (SIGSTOP) past its lease: a survivor serves its group, and when it runs again it finds
+// itself fenced (it no longer says optimized; its Ceph client is blocklisted).
+TEST_F(GroupE2e, AFrozenMemberComesBackFenced) {
+  TargetProcess a, b;
+  ASSERT_TRUE(start(a, "gw-a", 1));
+  ASSERT_TRUE(start(b, "gw-b", 2));
+  ASSERT_TRUE(settled({&a, &b}));
+  ASSERT_EQ(::kill(a.pid(), SIGSTOP), 0);
+  const bool moved = wait_until([&] { return owned(b) == std::vector<uint32_t>{1, 2}; });
+  ASSERT_EQ(::kill(a.pid(), SIGCONT), 0);
+  ASSERT_TRUE(moved) << group_status(b).dump(2);
+  EXPECT_TRUE(wait_until([&] { return owned(a).empty(); })) << group_status(a).dump(2);
+  auto ca = connect_or_fail(controller_options(a.io_port(), kSubnqn), a);
+  ASSERT_TRUE(ca);
+  EXPECT_EQ(ana_of(*ca, 1), AnaState::inaccessible) << "the fenced member does not serve group 1";
+  const json sa = group_status(a);
+  bool fenced_event = false;
+  for (const auto& e : sa["events"]) {
+    const std::string w = e["what"].get<std::string>();
+    fenced_event |= w.find("not renewed in time") != std::string::npos || w.find("lost the lease of gw-a") != std::string::npos;
+  }
+  EXPECT_TRUE(fenced_event) << sa.dump(2);
+  a.kill_now();
+}
+
+// SIGTERM: the member hands its lease over at once; a survivor serves its group well before the lease
+// could have lapsed.
+TEST_F(GroupE2e, ACleanStopHandsOverWithoutWaitingForTheLease) {
+  TargetProcess a, b;
+  ASSERT_TRUE(start(a, "gw-a", 1));
+  ASSERT_TRUE(start(b, "gw-b", 2));
+  ASSERT_TRUE(settled({&a, &b}));
+  const auto stopping = Clock::now();
+  ASSERT_TRUE(a.stop());
+  ASSERT_TRUE(wait_until([&] { return owned(b) == std::vector<uint32_t>{1, 2}; })) << group_status(b).dump(2);
+  const json sb = group_status(b);
+  bool took = false;
+  for (const auto& e : sb["events"]) {
+    const std::string w = e["what"].get<std::string>();
+    if (w.find("took over the lease of gw-a") != std::string::npos) took = true;
+  }
+  EXPECT_TRUE(took) << sb.dump(2);
+  std::printf("clean stop: group 1 served by the survivor %lld ms after SIGTERM\n",
+              static_cast<long long>(
+                  std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - stopping).count()));
+}
+
+}  // namespace
