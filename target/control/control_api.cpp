@@ -284,7 +284,7 @@ Outcome disconnect_verb(const ControlHooks& hooks, const json& req) {
 }
 
 std::string verb_list() {
-  std::string out = "status, subsystems, namespaces, controllers, stats, managed, group_status, disconnect, reload";
+  std::string out = "status, subsystems, namespaces, controllers, stats, managed, group_status, group_handback, disconnect, reload";
   for (const auto& v : manage::edit_verbs()) out += ", " + std::string(v.name);
   return out;
 }
@@ -308,6 +308,14 @@ Outcome dispatch(const ControlHooks& hooks, const std::string& method, const jso
     if (!hooks.group_status) return error(kFailed, "group_status is not available");
     auto r = hooks.group_status();
     return r ? done(*r) : error(kFailed, r.error().message);
+  }
+  if (method == "group_handback") {
+    if (!hooks.group_handback) return error(kFailed, "group_handback is not available");
+    const auto member = params.find("member");
+    if (member == params.end() || !member->is_string())
+      return error(kInvalidParams, "group_handback takes \"member\": the member whose groups to hand back");
+    auto r = hooks.group_handback(member->get<std::string>());
+    return r ? done(json{{"handed_back", member->get<std::string>()}}) : error(kFailed, r.error().message);
   }
   if (manage::find_edit_verb(method) != nullptr) {
     if (!hooks.manage) return error(kFailed, method + " is not available");

@@ -37,6 +37,8 @@ struct ControlHooks {
   std::function<nlohmann::json()> managed;
   // `group_status`: the gateway group member's view (target/daemon/daemon_group.h), or why there is none.
   std::function<Result<nlohmann::json>()> group_status;
+  // `group_handback`: releases a member's lease this member took over (failback: manual).
+  std::function<Result<void>(const std::string& member)> group_handback;
 };
 
 // One request line in, one reply line out (never throws: malformed input is an error reply).

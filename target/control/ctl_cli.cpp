@@ -379,6 +379,9 @@ CLI::App* add_ctl_command(CLI::App& app) {
   ctl->add_subcommand("managed", "the changes made through the management API (the overlay on the config file)");
   CLI::App* group = ctl->add_subcommand("group", "the gateway group this target is a member of");
   group->add_subcommand("status", "members, their leases and ANA groups, who serves which, the last failovers");
+  CLI::App* handback = group->add_subcommand(
+      "handback", "stop serving a returned member's groups and release its lease to it (failback: manual)");
+  handback->add_option("member", g_args.host, "the member whose groups this target took over")->required();
   group->require_subcommand(1);
   // The management verbs, one subcommand each, named as in the protocol (target/manage/config_edits.h).
   for (const auto& v : manage::edit_verbs()) {
@@ -428,7 +431,9 @@ int run_ctl_command(CLI::App& ctl) {
     if (!g_args.subsystem.empty()) request["subsystem"] = g_args.subsystem;
     if (g_args.controller >= 0) request["cntlid"] = g_args.controller;
   } else if (name == "group") {
-    request = json{{"command", "group_status"}};
+    request = verb->get_subcommands().front()->get_name() == "handback"
+                  ? json{{"command", "group_handback"}, {"member", g_args.host}}
+                  : json{{"command", "group_status"}};
   } else if (name == "ana") {
     request = json{{"command", "ana_set"}, {"listener", g_args.listener}, {"group", g_args.group}, {"state", g_args.state}};
   } else if (manage::find_edit_verb(name) != nullptr) {
@@ -475,6 +480,8 @@ int run_ctl_command(CLI::App& ctl) {
       std::printf("ANA group %u on %s: %s (%s)\n", g_args.group, g_args.listener.c_str(), g_args.state.c_str(),
                   r["changed"].get<bool>() ? "changed" : "unchanged");
     else if (name == "managed") print_managed(r);
+    else if (name == "group" && r.contains("handed_back"))
+      std::printf("handed back the groups of %s\n", r["handed_back"].get<std::string>().c_str());
     else if (name == "group") print_group(r);
     else if (r.contains("changed"))
       std::printf("%s: %s\n", name.c_str(),

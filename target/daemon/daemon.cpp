@@ -301,6 +301,10 @@ Result<std::unique_ptr<Daemon>> Daemon::start(manage::ManagedConfig managed, con
         if (!self->impl_->group) return make_error("this target is not in a gateway group (no `group:` in its config)");
         return self->impl_->group->status_json();
       },
+      .group_handback = [self](const std::string& member) -> Result<void> {
+        if (!self->impl_->group) return make_error("this target is not in a gateway group (no `group:` in its config)");
+        return self->impl_->group->hand_back(member);
+      },
   };
   if (auto r = s.open_control_socket(std::move(hooks)); !r) return tl::unexpected(r.error());
   if (auto r = s.open_metrics([self] { return self->status(); }); !r) return tl::unexpected(r.error());

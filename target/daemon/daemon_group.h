@@ -40,6 +40,8 @@ class DaemonGroup {
   void applied_locked(const TargetConfig& config);
   // `ctl group status`.
   nlohmann::json status_json() const;
+  // `ctl group handback MEMBER` (failback: manual).
+  Result<void> hand_back(const std::string& member) { return member_->hand_back_now(member); }
   // Stops the member; `release`: hands its leases to the survivors at once (a clean shutdown).
   void stop(bool release);
 

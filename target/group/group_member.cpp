@@ -218,6 +218,12 @@ void GroupMember::renew_held() {
       continue;
     }
     last_error_ = r.error().message;
+    if (r.error().errno_value == ESHUTDOWN && !blocklisted_) {
+      blocklisted_ = true;  // every operation of this Ceph client fails from now on
+      event_locked("its Ceph client is blocklisted (a survivor fenced it): restart the target to rejoin the group");
+      spdlog::error("gateway group {}: member {}: its Ceph client is blocklisted; restart the target to rejoin",
+                    options_.place.group, options_.member);
+    }
     if (r.error().errno_value != ENOENT) continue;  // a timeout: the fence thread stops serving in time
     event_locked(fmt::format("lost the lease of {}: stopped serving groups {}", member, groups_text(h.groups)));
     held_.erase(it);
@@ -307,6 +313,17 @@ void GroupMember::event_locked(std::string what) {
   spdlog::info("gateway group {}: member {} {}", options_.place.group, options_.member, what);
   events_.push_back(GroupEvent{unix_ms_now(), std::move(what)});
   if (events_.size() > kMaxEvents) events_.erase(events_.begin());
+}
+
+Result<void> GroupMember::hand_back_now(const std::string& member) {
+  {
+    std::lock_guard lock(mu_);
+    if (member == options_.member) return make_error("a member does not hand back its own groups", EINVAL);
+    if (held_.count(member) == 0)
+      return make_error(fmt::format("member {} does not hold the lease of {}", options_.member, member), ENOENT);
+  }
+  hand_back(member);
+  return {};
 }
 
 GroupOwnership GroupMember::ownership() const {

@@ -101,6 +101,9 @@ class GroupMember {
   GroupMemberStatus status() const;
   // Called again with the current ownership (after the daemon reloaded its config).
   void reassert();
+  // Manual failback (`ctl group handback MEMBER`): stops serving `member`'s groups and releases its lease,
+  // which the member, when alive, takes at its next tick. Error when this member does not hold it.
+  Result<void> hand_back_now(const std::string& member);
 
  private:
   struct Held {
@@ -143,7 +146,8 @@ class GroupMember {
   std::vector<GroupMemberStatus::Member> members_;
   std::string last_error_;
   std::vector<GroupEvent> events_;
-  std::string waiting_for_;  // who holds our own lease while we wait for it
+  std::string waiting_for_;
+  bool blocklisted_ = false;  // who holds our own lease while we wait for it
   std::thread ticker_;
   std::thread fencer_;
 };

@@ -43,7 +43,7 @@ struct Group {
 };
 
 std::string member_config(const ceph_test::Cluster& c, const Group& g, const std::string& member, uint32_t home,
-                          uint16_t cntlid_min) {
+                          uint16_t cntlid_min, const std::string& group_extra) {
   std::string namespaces;
   for (std::size_t i = 0; i < g.images.size(); ++i) {
     namespaces += "      - {nsid: " + std::to_string(i + 1) + ", backend: rbd, pool: rbd, image: " + g.images[i] +
@@ -55,7 +55,7 @@ std::string member_config(const ceph_test::Cluster& c, const Group& g, const std
   const std::string group = "group:\n  name: " + g.name + "\n  pool: rbd\n  member: " + member +
                             "\n  ceph_conf: " + c.conf() + "\n  client: rdmablk\n  keyring: " + c.rdmablk_keyring() +
                             "\n  lease_seconds: " + std::to_string(kLeaseSeconds) + "\n  ana_groups: [" +
-                            std::to_string(home) + "]\n";
+                            std::to_string(home) + "]\n" + group_extra;
   return config_with_namespaces(namespaces, subsystem, group);
 }
 
@@ -98,8 +98,9 @@ class GroupE2e : public ::testing::Test {
     group.name = "e2e-" + std::to_string(::getpid()) + "-" + std::to_string(counter++);
     for (int i = 0; i < 3; ++i) group.images.push_back(cluster->create_image("group", "16M"));
   }
-  ::testing::AssertionResult start(TargetProcess& t, const std::string& member, uint32_t home) {
-    return t.start(member_config(*cluster, group, member, home, static_cast<uint16_t>(home * 1000)));
+  ::testing::AssertionResult start(TargetProcess& t, const std::string& member, uint32_t home,
+                                   const std::string& group_extra = "") {
+    return t.start(member_config(*cluster, group, member, home, static_cast<uint16_t>(home * 1000), group_extra));
   }
   // Every member serves its own group, and only it, and knows every member.
   ::testing::AssertionResult settled(std::vector<TargetProcess*> members) {
@@ -265,6 +266,61 @@ TEST_F(GroupE2e, ACleanStopHandsOverWithoutWaitingForTheLease) {
   std::printf("clean stop: group 1 served by the survivor %lld ms after SIGTERM\n",
               static_cast<long long>(
                   std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - stopping).count()));
+}
+
+// failback: manual: the returned member waits, alive, until an operator hands its groups back on the
+// survivor (`ctl group handback`); a handback of a lease the member does not hold is refused.
+TEST_F(GroupE2e, ManualFailbackWaitsForTheOperator) {
+  TargetProcess a, b;
+  ASSERT_TRUE(start(a, "gw-a", 1, "  failback: manual\n"));
+  ASSERT_TRUE(start(b, "gw-b", 2, "  failback: manual\n"));
+  ASSERT_TRUE(settled({&a, &b}));
+  auto refused = ctl(b, {"group", "handback", "gw-a"}, false);
+  EXPECT_EQ(refused.exit_status, 1) << refused.out << refused.err;
+  EXPECT_NE(refused.err.find("does not hold the lease of gw-a"), std::string::npos) << refused.err;
+
+  a.kill_now();
+  ASSERT_TRUE(wait_until([&] { return owned(b) == std::vector<uint32_t>{1, 2}; })) << group_status(b).dump(2);
+  ASSERT_TRUE(a.restart());
+  // A is up and knows it waits for its lease; B sees it alive and keeps serving its group.
+  ASSERT_TRUE(wait_until([&] {
+    const json sa = group_status(a);
+    for (const auto& e : sa["events"]) {
+      if (e["what"].get<std::string>().find("waiting for its own lease") != std::string::npos) return true;
+    }
+    return false;
+  })) << group_status(a).dump(2);
+  ASSERT_TRUE(wait_until([&] {
+    const json sb = group_status(b);
+    for (const auto& m : sb["members"]) {
+      if (m["member"] == "gw-a" && m["alive"].get<bool>()) return true;
+    }
+    return false;
+  })) << group_status(b).dump(2);
+  EXPECT_EQ(owned(b), (std::vector<uint32_t>{1, 2})) << "no automatic failback";
+  EXPECT_TRUE(owned(a).empty());
+
+  auto handback = ctl(b, {"group", "handback", "gw-a"}, false);
+  ASSERT_EQ(handback.exit_status, 0) << handback.out << handback.err;
+  EXPECT_NE(handback.out.find("handed back the groups of gw-a"), std::string::npos) << handback.out;
+  EXPECT_TRUE(settled({&a, &b}));
+}
+
+// The group's cluster does not answer at start: the target refuses to start with a message that says so
+// (and leaves nothing behind; systemd's Restart= tries again).
+TEST_F(GroupE2e, AnUnreachableClusterStopsTheStartWithAClearError) {
+  TempDir dir(kE2eDir);
+  const std::string dead = (dir.path() / "dead.conf").string();
+  cluster->write_dead_conf(dead, "client_mount_timeout = 3\n");
+  std::string yaml = "listeners: [{address: 127.0.0.1, port: " + std::to_string(pick_free_port()) +
+                     "}]\ncontrol: {enabled: false}\nsubsystems:\n  - nqn: " + std::string(kSubnqn) +
+                     "\n    allow_any_host: true\n    namespaces: [{nsid: 1, backend: ram, size: 1MiB}]\n"
+                     "group: {name: g, pool: rbd, member: gw-a, ceph_conf: " + dead + ", ana_groups: [1]}\n";
+  write_file(dir.path() / "t.yaml", yaml);
+  auto r = run_target({"--config", (dir.path() / "t.yaml").string()}, dir.path(), std::chrono::seconds(120));
+  EXPECT_FALSE(r.timed_out);
+  EXPECT_NE(r.exit_status, 0);
+  EXPECT_NE((r.out + r.err).find("group: cannot reach the Ceph cluster"), std::string::npos) << r.out << r.err;
 }
 
 }  // namespace
