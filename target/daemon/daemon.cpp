@@ -24,6 +24,7 @@
 #include "target/core/core.h"
 #include "target/core/core_reactor.h"
 #include "target/daemon/daemon_group.h"
+#include "target/daemon/group_edits.h"
 #include "target/daemon/listener_set.h"
 #include "target/manage/config_edits.h"
 #include "target/manage/managed_config.h"
@@ -91,7 +92,8 @@ struct Daemon::Impl {
   // The TLS PSKs the listeners' server context looks up (a reload swaps the table).
   std::shared_ptr<TlsPskStore> tls_psks = std::make_shared<TlsPskStore>();
   std::unique_ptr<ListenerSet> listeners;
-  std::unique_ptr<DaemonGroup> group;  // a gateway group member (config `group:`)
+  std::unique_ptr<DaemonGroup> group;        // a gateway group member (config `group:`): leases, ANA
+  std::unique_ptr<GroupEdits> group_edits;  // and the group's shared definition
   bool stopped = false;
 
   ~Impl() { stop_reactors(); }
@@ -101,6 +103,10 @@ struct Daemon::Impl {
   Result<void> create_core();
   Result<void> open_listeners();
   Result<std::string> apply_config(const TargetConfig& next);  // reload and the management verbs
+  // A gateway group member: the group's shared edits in place of its overlay's, before the core starts.
+  Result<void> join_group_state();
+  // The control loop: a newer group state the reader thread read, applied (or refused with a log line).
+  void apply_group_change();
   // Only a socket the config or the command line names is an error when it cannot open.
   Result<void> open_control_socket(ControlHooks hooks);
   Result<void> open_metrics(std::function<TargetStatus()> status);
@@ -271,6 +277,7 @@ Result<std::unique_ptr<Daemon>> Daemon::start(manage::ManagedConfig managed, con
   s.options = options;
   s.config = managed.config;
   s.managed = std::move(managed);
+  if (auto r = s.join_group_state(); !r) return tl::unexpected(r.error());
   DaemonGroup::start_fenced(s.config);  // a member serves nothing until it holds a lease
   const TargetConfig& config = s.config;
   raise_open_file_limit(config);
@@ -362,6 +369,7 @@ Result<std::string> Daemon::Impl::apply_config(const TargetConfig& next_config) 
 
 Result<nlohmann::json> Daemon::manage(const std::string& verb, const nlohmann::json& params) {
   Impl& s = *impl_;
+  if (s.group_edits) return manage_group(verb, params);
   auto proposal = manage::propose_edit(s.managed, verb, params);
   if (!proposal) return tl::unexpected(proposal.error());
   const nlohmann::json shown = manage::redact_secrets(params);
@@ -381,6 +389,71 @@ Result<nlohmann::json> Daemon::manage(const std::string& verb, const nlohmann::j
   s.managed = std::move(proposal->next);
   spdlog::info("ctl {} {}: {}", verb, shown.dump(), *summary);
   return nlohmann::json{{"changed", true}, {"summary", *summary}};
+}
+
+// A verb in a gateway group: stored in the group's state first (with its version check), then applied
+// here, then the other members are told. The overlay file keeps the last state applied.
+Result<nlohmann::json> Daemon::manage_group(const std::string& verb, const nlohmann::json& params) {
+  Impl& s = *impl_;
+  auto proposal = s.group_edits->propose(s.managed, verb, params);
+  if (!proposal) return tl::unexpected(proposal.error());
+  const nlohmann::json shown = manage::redact_secrets(params);
+  if (!proposal->changed) {
+    spdlog::info("ctl {} {}: nothing to change", verb, shown.dump());
+    return nlohmann::json{{"changed", false}};
+  }
+  auto summary = s.apply_config(proposal->next.config);
+  if (!summary) {
+    s.group_edits->notify_members();
+    return make_error(fmt::format("stored in the {} for every member, but this member could not apply it: {}",
+                                  s.group_edits->where(), summary.error().message));
+  }
+  s.managed = std::move(proposal->next);
+  s.group_edits->applied(s.group_edits->last_version());
+  if (auto saved = manage::save_overlay(s.managed); !saved) spdlog::warn("group state cache: {}", saved.error().message);
+  spdlog::info("ctl {} {} (for the group): {}", verb, shown.dump(), *summary);
+  s.group_edits->notify_members();
+  return nlohmann::json{{"changed", true}, {"summary", *summary}, {"group_version", s.group_edits->last_version()}};
+}
+
+Result<void> Daemon::Impl::join_group_state() {
+  if (!config.group.enabled) return {};
+  auto edits = GroupEdits::open(config.group);
+  if (!edits) return tl::unexpected(edits.error());
+  group_edits = std::move(*edits);
+  auto loaded = group_edits->load(managed);
+  if (!loaded) {
+    // Unreadable or not valid: the member starts with what it last applied (its overlay file).
+    spdlog::error("{}; starting with the state this member last applied ({} edits)", loaded.error().message,
+                  managed.edits.size());
+    return {};
+  }
+  managed = std::move(*loaded);
+  config = managed.config;
+  group_edits->applied(group_edits->last_version());
+  if (auto saved = manage::save_overlay(managed); !saved) spdlog::warn("group state cache: {}", saved.error().message);
+  spdlog::info("{}: version {}, {} edits", group_edits->where(), group_edits->last_version(), managed.edits.size());
+  return {};
+}
+
+void Daemon::Impl::apply_group_change() {
+  auto next = group_edits->take_change(managed);
+  if (!next) return;
+  if (!*next) {
+    spdlog::error("{} (version {}) is refused, this member keeps the state it runs: {}", group_edits->where(),
+                  group_edits->last_version(), next->error().message);
+    return;
+  }
+  auto summary = apply_config((*next)->config);
+  if (!summary) {
+    spdlog::error("{} (version {}) cannot be applied here, this member keeps the state it runs: {}",
+                  group_edits->where(), group_edits->last_version(), summary.error().message);
+    return;
+  }
+  managed = std::move(**next);
+  group_edits->applied(group_edits->last_version());
+  if (auto saved = manage::save_overlay(managed); !saved) spdlog::warn("group state cache: {}", saved.error().message);
+  spdlog::info("{} version {} applied: {}", group_edits->where(), group_edits->last_version(), *summary);
 }
 
 Result<std::string> Daemon::reload_notifying(const char* why) {
@@ -527,6 +600,7 @@ void Daemon::stop() {
   s.stop_reactors();
   s.listeners.reset();
   s.group.reset();
+  s.group_edits.reset();
   s.core.reset();
   // rbd images are closed on a background thread (their rbd cache flushed): wait for that before exiting.
   if (!backend::wait_for_rbd_closes(std::chrono::seconds(60)))
@@ -586,6 +660,7 @@ int Daemon::run() {
     fds.clear();
     fds.push_back({sfd, POLLIN, 0});
     fds.push_back({s.resize->fd, POLLIN, 0});
+    fds.push_back({s.group_edits ? s.group_edits->fd() : -1, POLLIN, 0});
     if (s.control) s.control->add_pollfds(fds);
     if (s.metrics) s.metrics->add_pollfds(fds);
     auto now = std::chrono::steady_clock::now();
@@ -613,6 +688,7 @@ int Daemon::run() {
       s.resize->clear();
       s.core->refresh_namespace_sizes();
     }
+    if (rc > 0 && (fds[2].revents & POLLIN) != 0) s.apply_group_change();
     if (rc > 0) {
       if (s.control) s.control->handle(fds, now);
       if (s.metrics) s.metrics->handle(fds, now);

@@ -48,6 +48,8 @@ class Daemon {
 
  private:
   Daemon() = default;
+  // A management verb in a gateway group: stored in the group's state, applied, the members told.
+  Result<nlohmann::json> manage_group(const std::string& verb, const nlohmann::json& params);
   // Every few seconds on the control thread: the watchdog ping (only when every reactor answered the previous
   // heartbeat), the next heartbeat, busy ratios, IOPS and the systemd STATUS= line.
   void periodic();

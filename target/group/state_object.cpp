@@ -115,6 +115,17 @@ Result<void> StateObject::watch(Changed changed) {
   return {};
 }
 
+Result<void> StateObject::create() {
+  backend::AsyncSignalsBlocked blocked;
+  rados_write_op_t op = rados_create_write_op();
+  rados_write_op_create(op, LIBRADOS_CREATE_IDEMPOTENT, nullptr);
+  const int rc = rados_write_op_operate(op, io_, object_.c_str(), nullptr, 0);
+  rados_release_write_op(op);
+  if (rc < 0)
+    return make_error(fmt::format("group state {}: create: {}", place_.where(object_), backend::rados_errstr(rc)), -rc);
+  return {};
+}
+
 Result<void> StateObject::rewatch() {
   if (!watching_) return make_error(fmt::format("group state {}: not watched", place_.where(object_)), EINVAL);
   {

@@ -50,6 +50,8 @@ class StateObject {
   // Tells every watcher that the state changed; waits up to `timeout` for their acknowledgements
   // (ETIMEDOUT names no member: some did not answer in time).
   Result<void> notify(std::chrono::milliseconds timeout);
+  // Creates the object empty unless it exists (a watch needs an object; empty reads as no state yet).
+  Result<void> create();
   // Starts watching (once): `changed` runs on every notification.
   Result<void> watch(Changed changed);
   // After a lost watch: drops it and watches again with the same callback.

@@ -382,4 +382,19 @@ json redact_secrets(const json& params) {
   return out;
 }
 
+bool has_inline_secret(const json& params) {
+  if (params.is_array()) {
+    for (const auto& v : params) {
+      if (has_inline_secret(v)) return true;
+    }
+    return false;
+  }
+  if (!params.is_object()) return false;
+  for (const auto& [key, v] : params.items()) {
+    const bool secret = key == "dhchap_key" || key == "dhchap_ctrl_key" || key == "tls_psk";
+    if ((secret && v.is_string()) || has_inline_secret(v)) return true;
+  }
+  return false;
+}
+
 }  // namespace rdmablk::target::manage

@@ -52,5 +52,8 @@ YAML::Node to_yaml(const nlohmann::json& value);
 // `params` with secrets (DH-HMAC-CHAP keys, TLS PSKs given inline) replaced by "(secret)": what replies,
 // logs and `ctl managed` may show.
 nlohmann::json redact_secrets(const nlohmann::json& params);
+// Whether `params` carry a secret itself (dhchap_key, dhchap_ctrl_key, tls_psk as a string) rather than
+// a file that holds it: a gateway group's shared state, readable by every member's Ceph user, takes files only.
+bool has_inline_secret(const nlohmann::json& params);
 
 }  // namespace rdmablk::target::manage

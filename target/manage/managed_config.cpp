@@ -31,22 +31,14 @@ std::string now_iso() {
   return fmt::format("{:%Y-%m-%dT%H:%M:%S}Z", tm);
 }
 
-// The overlay's entries; an absent file is none.
-Result<std::vector<ManagedEdit>> read_overlay(const std::string& path) {
-  if (path.empty()) return std::vector<ManagedEdit>{};
-  auto bytes = read_small_file(path, kMaxOverlaySize);
-  if (!bytes) return tl::unexpected(bytes.error());
-  if (!*bytes) return std::vector<ManagedEdit>{};
-  if ((*bytes)->size() > kMaxOverlaySize) return make_error(path + ": larger than 16 MiB: not an overlay", EINVAL);
-  json doc = json::parse((*bytes)->begin(), (*bytes)->end(), nullptr, false);
+// The edits of an overlay document (a file's bytes, or a group's state object).
+Result<std::vector<ManagedEdit>> parse_edits(std::span<const uint8_t> bytes, const std::string& where) {
+  json doc = json::parse(bytes.begin(), bytes.end(), nullptr, false);
   if (doc.is_discarded() || !doc.is_object() || !doc.contains("edits") || !doc["edits"].is_array()) {
-    return make_error(path +
-                          ": not a management overlay (expected a JSON object with an `edits` list); move it "
-                          "aside to start without the API's changes",
-                      EINVAL);
+    return make_error(where + ": not a management overlay (expected a JSON object with an `edits` list)", EINVAL);
   }
   if (doc.value("version", 0) != kOverlayVersion) {
-    return make_error(fmt::format("{}: overlay version {} (this target reads {})", path, doc.value("version", 0),
+    return make_error(fmt::format("{}: overlay version {} (this target reads {})", where, doc.value("version", 0),
                                   kOverlayVersion),
                       EINVAL);
   }
@@ -54,13 +46,36 @@ Result<std::vector<ManagedEdit>> read_overlay(const std::string& path) {
   for (std::size_t i = 0; i < doc["edits"].size(); ++i) {
     const json& e = doc["edits"][i];
     if (!e.is_object() || !e.contains("verb") || !e["verb"].is_string() || !e.contains("params") ||
-        !e["params"].is_object()) {
-      return make_error(fmt::format("{}: entry {}: expected {{\"verb\": ..., \"params\": {{...}}}}", path, i + 1),
+        !e["params"].is_object() || (e.contains("at") && !e["at"].is_string())) {
+      return make_error(fmt::format("{}: entry {}: expected {{\"verb\": ..., \"params\": {{...}}}}", where, i + 1),
                         EINVAL);
+    }
+    if (find_edit_verb(e["verb"].get<std::string>()) == nullptr) {
+      return make_error(fmt::format("{}: entry {}: unknown verb {}", where, i + 1, e["verb"].dump()), EINVAL);
     }
     edits.push_back({e["verb"].get<std::string>(), e["params"], e.value("at", std::string())});
   }
   return edits;
+}
+
+// The overlay's entries; an absent file is none.
+Result<std::vector<ManagedEdit>> read_overlay(const std::string& path) {
+  if (path.empty()) return std::vector<ManagedEdit>{};
+  auto bytes = read_small_file(path, kMaxOverlaySize);
+  if (!bytes) return tl::unexpected(bytes.error());
+  if (!*bytes) return std::vector<ManagedEdit>{};
+  if ((*bytes)->size() > kMaxOverlaySize) return make_error(path + ": larger than 16 MiB: not an overlay", EINVAL);
+  auto edits = parse_edits(**bytes, path);
+  if (!edits) {
+    return make_error(edits.error().message + "; move it aside to start without the API's changes", EINVAL);
+  }
+  return edits;
+}
+
+json edits_json(const std::vector<ManagedEdit>& edits) {
+  json out = json::array();
+  for (const auto& e : edits) out.push_back({{"verb", e.verb}, {"params", e.params}, {"at", e.at}});
+  return out;
 }
 
 std::string describe_edit(const ManagedEdit& e, std::size_t index) {
@@ -231,8 +246,7 @@ json overlay_json(const ManagedConfig& state) {
 
 Result<void> save_overlay(const ManagedConfig& state) {
   if (state.overlay_path.empty()) return {};
-  json edits = json::array();
-  for (const auto& e : state.edits) edits.push_back({{"verb", e.verb}, {"params", e.params}, {"at", e.at}});
+  json edits = edits_json(state.edits);
   json doc{{"version", kOverlayVersion},
            {"config", absolute_path(state.base.path)},
            {"note",
@@ -242,6 +256,30 @@ Result<void> save_overlay(const ManagedConfig& state) {
   const std::string text = doc.dump(2) + "\n";
   return replace_file_durably(state.overlay_path,
                               std::span(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+}
+
+}  // namespace rdmablk::target::manage
+
+namespace rdmablk::target::manage {
+
+std::string encode_edits(const std::vector<ManagedEdit>& edits) {
+  return json{{"version", kOverlayVersion}, {"edits", edits_json(edits)}}.dump();
+}
+
+Result<std::vector<ManagedEdit>> decode_edits(std::span<const uint8_t> bytes, const std::string& where) {
+  if (bytes.size() > kMaxOverlaySize) return make_error(where + ": larger than 16 MiB: not an overlay", EINVAL);
+  return parse_edits(bytes, where);
+}
+
+Result<ManagedConfig> with_edits(const ManagedConfig& running, std::vector<ManagedEdit> edits, const std::string& where) {
+  ManagedConfig next;
+  next.base = running.base.clone();
+  next.overlay_path = running.overlay_path;
+  next.edits = std::move(edits);
+  auto config = next.edits.empty() ? config_from_document(next.base) : replay(next.base, next.edits, where);
+  if (!config) return tl::unexpected(config.error());
+  next.config = std::move(*config);
+  return next;
 }
 
 }  // namespace rdmablk::target::manage

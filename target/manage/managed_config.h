@@ -62,4 +62,11 @@ nlohmann::json overlay_json(const ManagedConfig& state);
 // Writes the overlay file (write to a temporary file, fsync, rename, fsync the directory).
 Result<void> save_overlay(const ManagedConfig& state);
 
+// A gateway group keeps its members' shared edits in RADOS (target/daemon/group_edits.h) in the overlay's
+// format: {"version": 1, "edits": [{"verb", "params", "at"}]}. decode_edits' errors start with `where`.
+std::string encode_edits(const std::vector<ManagedEdit>& edits);
+Result<std::vector<ManagedEdit>> decode_edits(std::span<const uint8_t> bytes, const std::string& where);
+// `running`'s file with `edits` (the group's) in place of its own: errors name `where` and the entry.
+Result<ManagedConfig> with_edits(const ManagedConfig& running, std::vector<ManagedEdit> edits, const std::string& where);
+
 }  // namespace rdmablk::target::manage

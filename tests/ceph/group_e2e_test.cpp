@@ -323,4 +323,79 @@ TEST_F(GroupE2e, AnUnreachableClusterStopsTheStartWithAClearError) {
   EXPECT_NE((r.out + r.err).find("group: cannot reach the Ceph cluster"), std::string::npos) << r.out << r.err;
 }
 
+std::string namespaces_of(const TargetProcess& t) {
+  auto r = ctl(t, {"namespaces"});
+  return r.exit_status == 0 ? r.out : "";
+}
+
+// The group's shared definition: a namespace added through one member's API appears on the others and on
+// a member that starts later; listener verbs and inline secrets are refused in a group; a state object
+// overwritten with garbage is refused by every member, which keeps serving what it had.
+TEST_F(GroupE2e, AChangeThroughOneMemberReachesEveryMember) {
+  TargetProcess a, b;
+  ASSERT_TRUE(start(a, "gw-a", 1));
+  ASSERT_TRUE(start(b, "gw-b", 2));
+  ASSERT_TRUE(settled({&a, &b}));
+  const std::string image = cluster->create_image("group-added", "16M");
+  const auto asked = Clock::now();
+  auto add = ctl(a, {"namespace_add", "subsystem=" + std::string(kSubnqn), "nsid=4", "backend=rbd", "pool=rbd",
+                     "image=" + image, "ceph_conf=" + cluster->conf(), "client=rdmablk",
+                     "keyring=" + cluster->rdmablk_keyring(), "ana_group=2"},
+                 false);
+  ASSERT_EQ(add.exit_status, 0) << add.out << add.err << a.log();
+  ASSERT_TRUE(wait_until([&] { return namespaces_of(b).find(image) != std::string::npos; })) << b.log();
+  std::printf("a namespace added through one member was served by the other after %lld ms\n",
+              static_cast<long long>(
+                  std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - asked).count()));
+  EXPECT_NE(namespaces_of(a).find(image), std::string::npos);
+
+  auto listener = ctl(a, {"listener_add", "address=127.0.0.1", "port=" + std::to_string(pick_free_port())}, false);
+  EXPECT_NE(listener.exit_status, 0);
+  EXPECT_NE(listener.err.find("local to a member of a gateway group"), std::string::npos) << listener.err;
+  auto secret = ctl(a, {"host_add", "subsystem=" + std::string(kSubnqn), "host=" + std::string(kHostB),
+                        "dhchap_key=DHHC-1:00:MDEyMzQ1Njc4OTAxMjM0NTY3ODkwMTIzNDU2Nzg5MDEyMzQ1A8vz1Q==:"},
+                    false);
+  EXPECT_NE(secret.exit_status, 0);
+  EXPECT_NE(secret.err.find("give secrets as files"), std::string::npos) << secret.err;
+
+  // Two members adding namespace 5 at once, each with its own size: one wins; the other is told, either
+  // by the version check (the state changed under it) or, if it read after the winner wrote, that the
+  // namespace exists with other settings.
+  ProcessResult r1, r2;
+  auto add5 = [&](const TargetProcess& t, const char* size, ProcessResult* r) {
+    *r = ctl(t, {"namespace_add", "subsystem=" + std::string(kSubnqn), "nsid=5", "backend=ram", std::string("size=") + size},
+             false);
+  };
+  std::thread t1(add5, std::cref(a), "1MiB", &r1);
+  std::thread t2(add5, std::cref(b), "2MiB", &r2);
+  t1.join();
+  t2.join();
+  EXPECT_EQ((r1.exit_status == 0) + (r2.exit_status == 0), 1) << r1.err << "\n" << r2.err;
+  const std::string lost = r1.exit_status == 0 ? r2.err : r1.err;
+  EXPECT_TRUE(lost.find("conflict: another member changed the group") != std::string::npos ||
+              lost.find("exists already, with other settings") != std::string::npos)
+      << lost;
+
+  // A member that starts now reads the whole state.
+  TargetProcess c;
+  ASSERT_TRUE(start(c, "gw-c", 3));
+  EXPECT_NE(namespaces_of(c).find(image), std::string::npos) << c.log();
+
+  // Garbage in the state object (a hand edit gone wrong), and the members told: refused, nothing lost.
+  const std::string object = "rdmablk.group." + group.name;
+  const auto garbage = a.dir() / "garbage.json";
+  write_file(garbage, "{\"version\": 1, \"edits\": [{\"verb\": \"namespace_add\"}]}");
+  const std::size_t b_log = b.log_size();
+  std::string out;
+  const std::string rados = "env -u CEPH_ARGS CEPH_CONF=" + cluster->conf() + " timeout 60 rados -p rbd ";
+  ASSERT_EQ(ceph_test::shell(rados + "put " + object + " " + garbage.string(), &out), 0) << out;
+  ASSERT_EQ(ceph_test::shell(rados + "notify " + object + " changed", &out), 0) << out;
+  EXPECT_TRUE(b.wait_for_log("is refused, this member keeps the state it runs", std::chrono::seconds(60), b_log))
+      << b.log();
+  EXPECT_NE(namespaces_of(b).find(image), std::string::npos) << "still served";
+  auto after = ctl(b, {"namespace_remove", "subsystem=" + std::string(kSubnqn), "nsid=4"}, false);
+  EXPECT_NE(after.exit_status, 0) << "a change on top of garbage is refused";
+  EXPECT_NE(after.err.find("entry 1"), std::string::npos) << after.err;
+}
+
 }  // namespace
