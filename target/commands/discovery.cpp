@@ -8,6 +8,8 @@
 #include <cstring>
 #include <string>
 
+#include <spdlog/spdlog.h>
+
 #include "protocol/log_pages.h"
 #include "target/core/core_internal.h"
 
@@ -62,7 +64,35 @@ DiscoveryLogEntry make_entry(transport::TransportType type, const std::string& t
   return e;
 }
 
+// Port IDs of other members' listeners start here (this target's are 1..listeners).
+constexpr std::size_t kPeerPortIdBase = 0x4000;
+
 }  // namespace
+
+void TargetCore::discovery_changed_locked(EventReleases& notify) {
+  ++discovery_genctr_;
+  const uint32_t event = protocol::async_event_result(
+      protocol::AsyncEventType::notice, static_cast<uint8_t>(protocol::AsyncEventNotice::discovery_log_page_change),
+      static_cast<uint8_t>(protocol::LogPageId::discovery));
+  for (auto& [id, ctrl] : controllers_) {
+    if (!ctrl->discovery) continue;
+    ControllerRegistry::queue_event(*ctrl, event, kAenMaskDiscovery, protocol::kAecDiscoveryLogChange);
+    notify.push_back(ControllerRegistry::release_of(ctrl));
+  }
+}
+
+bool TargetCore::set_peer_listeners(std::vector<PeerListener> peers) {
+  EventReleases notify;
+  {
+    std::lock_guard lock(mu_);
+    if (peers == peer_listeners_) return false;
+    peer_listeners_ = std::move(peers);
+    discovery_changed_locked(notify);
+  }
+  spdlog::info("discovery: the other gateway group members' listeners changed");
+  for (auto& r : notify) post_deliver_events(r);
+  return true;
+}
 
 int find_listener(std::span<const ListenerConfig> listeners, const transport::TransportAddress& local) noexcept {
   const std::string conn_addr = plain_address(local.traddr);
@@ -101,6 +131,17 @@ std::vector<uint8_t> TargetCore::discovery_log_locked(const Controller& ctrl) co
       if (sub->removed || !sub->host_allowed(ctrl.hostnqn)) continue;
       entries.push_back(make_entry(l.transport, traddr, l.port, static_cast<uint16_t>(i + 1),
                                    protocol::SubsystemType::nvme, nqn, asqsz, l.tls));
+    }
+  }
+
+  // The other gateway group members' io listeners (their own ports: port IDs above this target's).
+  for (std::size_t i = 0; i < peer_listeners_.size(); ++i) {
+    const PeerListener& p = peer_listeners_[i];
+    if (is_wildcard(p.address)) continue;
+    for (const auto& [nqn, sub] : subsystems_) {
+      if (sub->removed || !sub->host_allowed(ctrl.hostnqn)) continue;
+      entries.push_back(make_entry(p.transport, plain_address(p.address), p.port, static_cast<uint16_t>(kPeerPortIdBase + i),
+                                   protocol::SubsystemType::nvme, nqn, asqsz, p.tls));
     }
   }
 

@@ -55,6 +55,16 @@ struct NsChannel;
 struct NsSlot;
 class ReactorState;
 
+// An io listener of another gateway group member (target/daemon/daemon_group.h): this target's discovery
+// controller lists it for every subsystem, so that a host that knows one member finds them all.
+struct PeerListener {
+  transport::TransportType transport = transport::TransportType::tcp;
+  std::string address;
+  uint16_t port = 0;
+  transport::tcp::TlsPolicy tls = transport::tcp::TlsPolicy::none;
+  friend bool operator==(const PeerListener&, const PeerListener&) = default;
+};
+
 struct CoreOptions {
   std::string firmware_revision = "0.1.0";  // Identify FR and the firmware slot log, <= 8 characters
   AuthFailureLimits auth_failures;
@@ -116,6 +126,9 @@ class TargetCore final : public transport::TargetQueueHandler {
   // group out of 1..kAnaGroupMax. Returns whether the state changed.
   Result<bool> set_ana_state(std::string_view listener, uint32_t group, protocol::AnaState state);
   uint64_t ana_change_count() const;
+  // The other group members' listeners (discovery.cpp); a change is a Discovery Log Change event to the
+  // discovery controllers. Returns whether they changed.
+  bool set_peer_listeners(std::vector<PeerListener> peers);
 
   // transport::TargetQueueHandler
   void on_queue_created(transport::TargetQueue& queue) noexcept override;
@@ -252,6 +265,8 @@ class TargetCore final : public transport::TargetQueueHandler {
 
   // commands/discovery.cpp
   std::vector<uint8_t> discovery_log_locked(const Controller& ctrl) const;
+  // The discovery log changed: a new generation and a Discovery Log Change event to every discovery controller.
+  void discovery_changed_locked(EventReleases& notify);
 
   // commands/io.cpp
   void handle_io(CoreQueue& q, transport::TargetRequest& req) noexcept;
@@ -318,6 +333,7 @@ class TargetCore final : public transport::TargetQueueHandler {
   ControllerRegistry controllers_;
   std::vector<std::weak_ptr<CoreQueue>> queues_;  // every queue (shutdown, destruction)
   uint64_t discovery_genctr_ = 0;
+  std::vector<PeerListener> peer_listeners_;  // under mu_
   uint64_t table_generation_ = 1;
   std::string discovery_serial_;
 

@@ -307,17 +307,7 @@ void TargetCore::finish_apply_locked(Applying& st) {
     queue_ana_events_locked(st.ana_ports, st.ana_subsystems, st.notify);
   }
   if (st.endpoints_changed) drop_controllers_off_their_listener_locked(st);
-  if (st.discovery_changed) {
-    ++discovery_genctr_;
-    const uint32_t event = protocol::async_event_result(
-        protocol::AsyncEventType::notice, static_cast<uint8_t>(protocol::AsyncEventNotice::discovery_log_page_change),
-        static_cast<uint8_t>(protocol::LogPageId::discovery));
-    for (auto& [id, ctrl] : controllers_) {
-      if (!ctrl->discovery) continue;
-      ControllerRegistry::queue_event(*ctrl, event, kAenMaskDiscovery, protocol::kAecDiscoveryLogChange);
-      st.notify.push_back(ControllerRegistry::release_of(ctrl));
-    }
-  }
+  if (st.discovery_changed) discovery_changed_locked(st.notify);
 }
 
 }  // namespace rdmablk::target

@@ -2,6 +2,9 @@
 
 #include <spdlog/spdlog.h>
 
+#include "transport/address.h"
+#include "transport/tcp/tcp_tls.h"
+
 #include "backend/rados_cluster.h"
 #include "target/core/core.h"
 
@@ -60,6 +63,11 @@ Result<std::unique_ptr<DaemonGroup>> DaemonGroup::start(const TargetConfig& conf
   o.place = group::GroupPlace{g.pool, g.rados_namespace, g.name};
   o.member = g.member;
   o.home_groups = g.ana_groups;
+  for (const auto& l : config.listeners) {
+    if (l.role != ListenerRole::io) continue;
+    o.listeners.push_back(group::MemberListener{transport::transport_name(l.transport), l.address, l.port,
+                                                transport::tcp::to_string(l.tls)});
+  }
   o.lease = std::chrono::seconds(g.lease_seconds);
   o.failback = g.failback == GroupFailback::automatic ? group::Failback::automatic : group::Failback::manual;
   o.blocklist = g.blocklist;
@@ -97,6 +105,16 @@ void DaemonGroup::applied_locked(const TargetConfig& config) {
 void DaemonGroup::owned_changed(const group::GroupOwnership& o) {
   std::lock_guard lock(mu_);
   ownership_ = o;
+  std::vector<PeerListener> peers;
+  for (const auto& l : o.peer_listeners) {
+    PeerListener p;
+    if (auto t = transport::parse_transport_type(l.transport)) p.transport = *t;
+    p.address = l.address;
+    p.port = l.port;
+    if (auto tls = transport::tcp::parse_tls_policy(l.tls)) p.tls = *tls;
+    peers.push_back(std::move(p));
+  }
+  core_.set_peer_listeners(std::move(peers));
   std::set<uint32_t> all = config_groups_;
   all.insert(o.managed.begin(), o.managed.end());
   for (const auto& listener : io_listeners_) {

@@ -34,6 +34,7 @@ GroupMember::GroupMember(std::shared_ptr<backend::RadosCluster> cluster, std::un
   std::sort(options_.home_groups.begin(), options_.home_groups.end());
   record_.member = options_.member;
   record_.ana_groups = options_.home_groups;
+  record_.listeners = options_.listeners;
   record_.address = registry_->client_address();
   record_.started_unix_ms = unix_ms_now();
   known_groups_.insert(options_.home_groups.begin(), options_.home_groups.end());
@@ -303,6 +304,10 @@ void GroupMember::publish_locked() {
   next.managed = known_groups_;
   for (const auto& [member, h] : held_) {
     if (!h.fenced) next.owned.insert(h.groups.begin(), h.groups.end());
+  }
+  for (const auto& m : members_) {
+    if (m.alive && m.record.member != options_.member)
+      next.peer_listeners.insert(next.peer_listeners.end(), m.record.listeners.begin(), m.record.listeners.end());
   }
   if (next == published_) return;
   published_ = std::move(next);

@@ -44,6 +44,7 @@ struct GroupMemberOptions {
   GroupPlace place;
   std::string member;
   std::vector<uint32_t> home_groups;  // the ANA groups this member serves while it is up
+  std::vector<MemberListener> listeners;  // its io listeners, for the other members' discovery
   std::chrono::seconds lease{10};
   Failback failback = Failback::automatic;
   bool blocklist = true;                  // blocklist a dead member's Ceph client before serving its groups
@@ -54,6 +55,7 @@ struct GroupMemberOptions {
 struct GroupOwnership {
   std::set<uint32_t> owned;
   std::set<uint32_t> managed;  // every member's home groups that this member knows of
+  std::vector<MemberListener> peer_listeners;  // the io listeners of the other members that are alive
   friend bool operator==(const GroupOwnership&, const GroupOwnership&) = default;
 };
 

@@ -38,8 +38,13 @@ std::vector<std::string> split_nul(const char* buf, size_t len) {
 std::string registry_object(const std::string& group) { return fmt::format("rdmablk.group.{}.members", group); }
 
 std::string encode_record(const MemberRecord& r) {
+  json listeners = json::array();
+  for (const auto& l : r.listeners) {
+    listeners.push_back(json{{"transport", l.transport}, {"address", l.address}, {"port", l.port}, {"tls", l.tls}});
+  }
   return json{{"member", r.member},
               {"ana_groups", r.ana_groups},
+              {"listeners", listeners},
               {"address", r.address},
               {"started_unix_ms", r.started_unix_ms}}
       .dump();
@@ -58,6 +63,18 @@ Result<MemberRecord> decode_record(const std::string& member, const std::string&
     r.ana_groups.push_back(g.get<uint32_t>());
   }
   std::sort(r.ana_groups.begin(), r.ana_groups.end());
+  if (const auto ls = j.find("listeners"); ls != j.end() && ls->is_array()) {
+    for (const auto& l : *ls) {
+      if (!l.is_object() || !l.value("transport", json()).is_string() || !l.value("address", json()).is_string() ||
+          !l.value("port", json()).is_number_unsigned() || l["port"].get<uint64_t>() == 0 || l["port"].get<uint64_t>() > 65535)
+        return make_error(fmt::format("member {}: a listener is not {{transport, address, port}}: {}", member, l.dump()),
+                          EINVAL);
+      r.listeners.push_back(MemberListener{l["transport"].get<std::string>(), l["address"].get<std::string>(),
+                                           l["port"].get<uint16_t>(),
+                                           l.value("tls", json("none")).is_string() ? l.value("tls", std::string("none"))
+                                                                                    : std::string("none")});
+    }
+  }
   const auto addr = j.find("address");
   if (addr != j.end() && addr->is_string()) r.address = addr->get<std::string>();
   const auto started = j.find("started_unix_ms");

@@ -17,8 +17,18 @@
 
 namespace rdmablk::target::group {
 
+// An io listener of a member, as other members' discovery controllers list it.
+struct MemberListener {
+  std::string transport;  // "tcp" / "rdma"
+  std::string address;
+  uint16_t port = 0;
+  std::string tls = "none";  // none / optional / required
+  friend bool operator==(const MemberListener&, const MemberListener&) = default;
+};
+
 struct MemberRecord {
   std::string member;
+  std::vector<MemberListener> listeners;  // its io listeners (for the group's discovery)
   std::vector<uint32_t> ana_groups;  // its home ANA groups, ascending
   std::string address;               // its Ceph client instance ("IP:PORT/NONCE"), for blocklisting
   int64_t started_unix_ms = 0;       // when this incarnation of the member started

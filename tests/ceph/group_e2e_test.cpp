@@ -11,6 +11,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <algorithm>
 #include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -396,6 +397,37 @@ TEST_F(GroupE2e, AChangeThroughOneMemberReachesEveryMember) {
   auto after = ctl(b, {"namespace_remove", "subsystem=" + std::string(kSubnqn), "nsid=4"}, false);
   EXPECT_NE(after.exit_status, 0) << "a change on top of garbage is refused";
   EXPECT_NE(after.err.find("entry 1"), std::string::npos) << after.err;
+}
+
+// What `rdmablk discover` lists through `t`'s discovery listener: "ADDR:PORT" of every record for kSubnqn.
+std::vector<std::string> discovered(const TargetProcess& t) {
+  auto r = run_process({RDMABLK_CLI_BINARY, "discover", "-t", "tcp", "-a", "127.0.0.1", "-s",
+                        std::to_string(t.discovery_port()), "-q", kHostA, "-o", "json"},
+                       t.dir(), std::chrono::seconds(60));
+  std::vector<std::string> out;
+  auto j = json::parse(r.out, nullptr, false);
+  if (r.exit_status != 0 || j.is_discarded()) return out;
+  for (const auto& rec : j["records"]) {
+    if (rec["subnqn"] == kSubnqn) out.push_back(rec["traddr"].get<std::string>() + ":" + rec["trsvcid"].get<std::string>());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Discovery for the group: each member's discovery controller lists every live member's io listener, and
+// the list follows members coming and going.
+TEST_F(GroupE2e, EveryMembersDiscoveryListsTheWholeGroup) {
+  TargetProcess a, b;
+  ASSERT_TRUE(start(a, "gw-a", 1));
+  ASSERT_TRUE(start(b, "gw-b", 2));
+  ASSERT_TRUE(settled({&a, &b}));
+  auto both = std::vector<std::string>{"127.0.0.1:" + std::to_string(a.io_port()), "127.0.0.1:" + std::to_string(b.io_port())};
+  std::sort(both.begin(), both.end());
+  EXPECT_TRUE(wait_until([&] { return discovered(a) == both && discovered(b) == both; }))
+      << testing::PrintToString(discovered(a)) << testing::PrintToString(discovered(b));
+  ASSERT_TRUE(b.stop());
+  const std::vector<std::string> only_a{"127.0.0.1:" + std::to_string(a.io_port())};
+  EXPECT_TRUE(wait_until([&] { return discovered(a) == only_a; })) << testing::PrintToString(discovered(a));
 }
 
 }  // namespace

@@ -175,5 +175,48 @@ TEST(CoreDiscovery, ReloadBumpsGenctrAndSendsTheDiscoveryChangeEvent) {
   EXPECT_EQ(after.entries.size(), 3u);
 }
 
+// A gateway group member lists the other members' io listeners too (port IDs from 0x4000), for the
+// subsystems the host may see; a change is a new generation and the Discovery Log Change event.
+TEST(CoreDiscovery, TheOtherGroupMembersListenersAreListed) {
+  CoreHarness h;
+  auto q = h.queue(transport::TransportType::tcp, "10.0.0.1", 8009);
+  h.bring_up(*q, p::kDiscoveryNqn, kHost2);  // may see sub1 only
+  ASSERT_TRUE(h.set_feature(*q, p::FeatureId::async_event_configuration, p::kAecDiscoveryLogChange).status().ok());
+  const uint16_t aer = h.post_aer(*q);
+  const auto before = parse_log(h.get_log(*q, p::LogPageId::discovery, 0, 8192).data);
+
+  PeerListener b;
+  b.address = "10.0.0.2";
+  b.port = 4420;
+  PeerListener wildcard;
+  wildcard.address = "0.0.0.0";
+  wildcard.port = 4421;
+  PeerListener tls = b;
+  tls.address = "10.0.0.3";
+  tls.tls = transport::tcp::TlsPolicy::required;
+  EXPECT_TRUE(h.core().set_peer_listeners({b, wildcard, tls}));
+  EXPECT_FALSE(h.core().set_peer_listeners({b, wildcard, tls})) << "the same peers: no change";
+  h.reactor.run();
+  auto ev = q->result(aer);
+  ASSERT_TRUE(ev.has_value());
+  EXPECT_EQ(ev->dw0(), p::async_event_result(p::AsyncEventType::notice, 0xF0, 0x70));
+
+  const auto after = parse_log(h.get_log(*q, p::LogPageId::discovery, 0, 8192).data);
+  EXPECT_EQ(after.hdr.genctr.get(), before.hdr.genctr.get() + 1);
+  ASSERT_EQ(after.entries.size(), before.entries.size() + 2) << "one entry per peer listener, never a wildcard";
+  const auto& eb = after.entries[before.entries.size()];
+  EXPECT_EQ(str(eb.traddr), "10.0.0.2");
+  EXPECT_EQ(str(eb.trsvcid), "4420");
+  EXPECT_EQ(str(eb.subnqn), kSub1);
+  EXPECT_EQ(eb.portid.get(), 0x4000);
+  const auto& et = after.entries[before.entries.size() + 1];
+  EXPECT_EQ(str(et.traddr), "10.0.0.3");
+  EXPECT_EQ(et.portid.get(), 0x4002);
+  EXPECT_NE(et.treq & p::treq::kSecureMask, 0) << "TREQ says TLS is required there";
+
+  EXPECT_TRUE(h.core().set_peer_listeners({}));
+  EXPECT_EQ(parse_log(h.get_log(*q, p::LogPageId::discovery, 0, 8192).data).entries.size(), before.entries.size());
+}
+
 }  // namespace
 }  // namespace rdmablk::target::testing
