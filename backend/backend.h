@@ -114,6 +114,8 @@ class Queue {
 };
 
 // State kept next to a volume in its store (Backend::side_object).
+class RadosObject;  // backend/rados_object.h
+
 class SideObject {
  public:
   virtual ~SideObject() = default;
@@ -123,6 +125,9 @@ class SideObject {
   virtual Result<void> write(std::span<const uint8_t> bytes) = 0;
   virtual Result<void> remove() = 0;  // no error when it does not exist
   virtual std::string describe() const = 0;  // "rados object rbd/rdmablk.resv.vol1", for messages
+  // The same object with versioned writes and watch/notify, when the store has them (RADOS), for state that
+  // several targets change (a gateway group's reservations); null otherwise.
+  virtual RadosObject* versioned() { return nullptr; }
 };
 
 class Backend {

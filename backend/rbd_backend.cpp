@@ -52,6 +52,7 @@
 
 #include "backend/backend.h"
 #include "backend/rados_cluster.h"
+#include "backend/rados_object.h"
 #include "backend/request_check.h"
 
 namespace rdmablk::backend {
@@ -144,8 +145,14 @@ void on_complete(rbd_completion_t c, void* arg) noexcept;
 // backend that made it). write_full and remove are atomic in the OSD.
 class RadosSideObject final : public SideObject {
  public:
-  RadosSideObject(std::shared_ptr<RadosCluster> cluster, rados_ioctx_t io, std::string oid, std::string where)
-      : cluster_(std::move(cluster)), io_(io), oid_(std::move(oid)), where_(std::move(where)) {}
+  // `io` for the plain operations, `versioned_io` for versioned() (each owned by what uses it).
+  RadosSideObject(std::shared_ptr<RadosCluster> cluster, rados_ioctx_t io, rados_ioctx_t versioned_io, std::string oid,
+                  std::string where)
+      : cluster_(cluster),
+        io_(io),
+        oid_(oid),
+        where_(where),
+        versioned_(std::move(cluster), versioned_io, oid_, "rados object", where_ + "/" + oid_) {}
   ~RadosSideObject() override { rados_ioctx_destroy(io_); }
 
   Result<std::optional<std::vector<uint8_t>>> read() override {
@@ -174,12 +181,14 @@ class RadosSideObject final : public SideObject {
     return {};
   }
   std::string describe() const override { return fmt::format("rados object {}/{}", where_, oid_); }
+  RadosObject* versioned() override { return &versioned_; }
 
  private:
   std::shared_ptr<RadosCluster> cluster_;  // the connection outlives the ioctx
   rados_ioctx_t io_;
   std::string oid_;
   std::string where_;  // pool[/namespace]
+  RadosObject versioned_;
 };
 
 class RbdBackend final : public Backend {
@@ -232,11 +241,19 @@ class RbdBackend final : public Backend {
 
   // "rdmablk.NAME.IMAGE" next to the image: every target exporting the image finds the same object.
   std::unique_ptr<SideObject> side_object(std::string_view name) const override {
-    rados_ioctx_t io = nullptr;
+    rados_ioctx_t io = nullptr, versioned_io = nullptr;
     if (rados_ioctx_create(cluster_->handle(), pool_.c_str(), &io) < 0) return nullptr;
-    if (!rados_namespace_.empty()) rados_ioctx_set_namespace(io, rados_namespace_.c_str());
+    if (rados_ioctx_create(cluster_->handle(), pool_.c_str(), &versioned_io) < 0) {
+      rados_ioctx_destroy(io);
+      return nullptr;
+    }
+    if (!rados_namespace_.empty()) {
+      rados_ioctx_set_namespace(io, rados_namespace_.c_str());
+      rados_ioctx_set_namespace(versioned_io, rados_namespace_.c_str());
+    }
     const std::string where = rados_namespace_.empty() ? pool_ : pool_ + "/" + rados_namespace_;
-    return std::make_unique<RadosSideObject>(cluster_, io, fmt::format("rdmablk.{}.{}", name, image_name_), where);
+    return std::make_unique<RadosSideObject>(cluster_, io, versioned_io, fmt::format("rdmablk.{}.{}", name, image_name_),
+                                             where);
   }
 
   rbd_image_t image() const noexcept { return image_; }

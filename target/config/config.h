@@ -334,6 +334,10 @@ struct GroupConfig {
   std::vector<uint32_t> ana_groups;     // this member's home ANA groups (1..kAnaGroupMax)
   GroupFailback failback = GroupFailback::automatic;
   bool blocklist = true;  // blocklist a dead member's Ceph client before serving its groups
+  // The state of the groups a member does not own on its listeners: inaccessible (I/O goes through the
+  // owner only, as Ceph's gateway does) or non_optimized (every member serves every namespace, the owner
+  // preferred; reservations and CAW hold across members).
+  protocol::AnaState standby_state = protocol::AnaState::inaccessible;
   SourceLocation at;
 };
 

@@ -286,7 +286,7 @@ std::vector<std::string> restart_only_changes(const TargetConfig& running, const
   if (g.enabled != g2.enabled || g.name != g2.name || g.member != g2.member || g.pool != g2.pool ||
       g.rados_namespace != g2.rados_namespace || g.ceph_conf != g2.ceph_conf || g.client != g2.client ||
       g.keyring != g2.keyring || g.lease_seconds != g2.lease_seconds || g.ana_groups != g2.ana_groups ||
-      g.failback != g2.failback || g.blocklist != g2.blocklist) {
+      g.failback != g2.failback || g.blocklist != g2.blocklist || g.standby_state != g2.standby_state) {
     keys.emplace_back("group");
   }
   return keys;

@@ -35,7 +35,7 @@ GroupConfig Parser::parse_group(const Field& f) const {
   expect_mapping(f, "name, pool, member, ana_groups, ...", "write `group: {name: gw, pool: rbd, ana_groups: [1]}`");
   Mapping m(*this, f.value, f.path, f.value_at,
             {"name", "member", "pool", "namespace", "ceph_conf", "client", "keyring", "lease_seconds", "ana_groups",
-             "failback", "blocklist"});
+             "failback", "blocklist", "standby_state"});
   GroupConfig g;
   g.enabled = true;
   g.at = f.value_at;
@@ -92,6 +92,11 @@ GroupConfig Parser::parse_group(const Field& f) const {
                                        {{"automatic", GroupFailback::automatic}, {"manual", GroupFailback::manual}});
   }
   if (const Field* x = m.find("blocklist")) g.blocklist = boolean(*x);
+  if (const Field* x = m.find("standby_state")) {
+    g.standby_state = one_of<protocol::AnaState>(*x, "standby state",
+                                                 {{"inaccessible", protocol::AnaState::inaccessible},
+                                                  {"non_optimized", protocol::AnaState::non_optimized}});
+  }
   return g;
 }
 

@@ -31,7 +31,7 @@ Status check_data(const TargetRequest& req, transport::DataDirection dir, uint32
 
 TargetCore::TargetCore(const TargetConfig& config, std::vector<CoreReactor*> reactors, CoreOptions options)
     : limits_(config.limits), options_(std::move(options)), reactors_(std::move(reactors)),
-      ana_(config.listeners), namespace_hooks_{options_.on_namespace_resize, config.state_dir},
+      ana_(config.listeners), namespace_hooks_{options_.on_namespace_resize, config.state_dir, config.group.enabled},
       listeners_(config.listeners), subsystem_configs_(config.subsystems) {
   // A backend queue serves every I/O queue of its reactor for one namespace.
   const uint64_t depth = std::clamp<uint64_t>(uint64_t{limits_.io_queue_depth} * limits_.max_io_queues, 256, 4096);

@@ -1,5 +1,7 @@
 #include "target/core/subsystem.h"
 
+#include <spdlog/spdlog.h>
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -53,6 +55,9 @@ Result<std::shared_ptr<Namespace>> open_namespace(const NamespaceConfig& config,
   ns->reservations = std::make_shared<reservations::NamespaceReservations>(
       reservations::reservation_store_for(*ns->backend, hooks.state_dir, subnqn, config.nsid),
       fmt::format("{} namespace {}", subnqn, config.nsid));
+  if (hooks.group && ns->reservations->share()) {
+    spdlog::info("{} namespace {}: reservations shared with the gateway group", subnqn, config.nsid);
+  }
   ns->reservations->load();
   return ns;
 }

@@ -60,6 +60,9 @@ struct NamespaceHooks {
   std::function<void()> on_resize;
   // Where reservation state persists (TargetConfig::state_dir); empty: nowhere (no PTPL).
   std::filesystem::path state_dir;
+  // A gateway group member (TargetConfig::group): reservations of namespaces whose store several targets
+  // share (RBD) are read and written through the group's coherent protocol (namespace_reservations.h).
+  bool group = false;
 };
 
 // Opens the backend a namespace config describes, and loads the namespace's saved reservations (a file

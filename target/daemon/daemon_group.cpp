@@ -20,15 +20,16 @@ std::set<uint32_t> groups_of(const TargetConfig& config) {
   return out;
 }
 
-// Each io listener's `ana`: every group in `all`, optimized when owned, else inaccessible.
+// Each io listener's `ana`: every group in `all`, optimized when owned, else the standby state.
 void set_listener_states(TargetConfig& config, const std::set<uint32_t>& all, const std::set<uint32_t>& owned) {
+  const protocol::AnaState standby = config.group.standby_state;
   for (auto& l : config.listeners) {
     if (l.role != ListenerRole::io) continue;
     l.ana.clear();
     for (uint32_t g : all) {
       AnaGroupState s;
       s.group = g;
-      s.state = owned.count(g) != 0 ? protocol::AnaState::optimized : protocol::AnaState::inaccessible;
+      s.state = owned.count(g) != 0 ? protocol::AnaState::optimized : standby;
       l.ana.push_back(s);
     }
   }
@@ -55,6 +56,7 @@ Result<std::unique_ptr<DaemonGroup>> DaemonGroup::start(const TargetConfig& conf
   auto cluster = backend::shared_rados_cluster(ro);
   if (!cluster) return make_error("group: " + cluster.error().message, cluster.error().errno_value);
   std::unique_ptr<DaemonGroup> d(new DaemonGroup(core));
+  d->standby_ = g.standby_state;
   {
     std::lock_guard lock(d->mu_);
     d->applied_locked(config);
@@ -119,7 +121,7 @@ void DaemonGroup::owned_changed(const group::GroupOwnership& o) {
   all.insert(o.managed.begin(), o.managed.end());
   for (const auto& listener : io_listeners_) {
     for (uint32_t g : all) {
-      const auto state = o.owned.count(g) != 0 ? protocol::AnaState::optimized : protocol::AnaState::inaccessible;
+      const auto state = o.owned.count(g) != 0 ? protocol::AnaState::optimized : standby_;
       if (auto r = core_.set_ana_state(listener, g, state); !r) {
         spdlog::error("gateway group: ANA group {} on {}: {}", g, listener, r.error().message);
       }

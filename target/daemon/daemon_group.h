@@ -1,6 +1,7 @@
 // The daemon's side of a gateway group (issue 28; docs/gateway-groups.md): it runs the group member
 // (target/group/group_member.h) and turns what the member owns into ANA states on this target's io
-// listeners: an owned group optimized, every other group of the group's inaccessible.
+// listeners: an owned group optimized, every other group of the group's in the standby state
+// (inaccessible unless the config says non_optimized).
 //
 // Two paths set ANA states and must not undo each other: the member's thread (a takeover, a fence) calls
 // the core's set_ana_state, and a reload or a management verb hands the core a whole config. Both go
@@ -50,6 +51,7 @@ class DaemonGroup {
   void owned_changed(const group::GroupOwnership& o);
 
   TargetCore& core_;
+  protocol::AnaState standby_ = protocol::AnaState::inaccessible;  // the groups it does not own
   mutable std::mutex mu_;
   group::GroupOwnership ownership_;   // as last published by the member
   std::set<uint32_t> config_groups_;  // the ANA groups the config's namespaces use and its home groups

@@ -3,6 +3,10 @@
 
 #include <spdlog/spdlog.h>
 
+#include <fmt/format.h>
+
+#include "target/reservations/state_format.h"
+
 namespace rdmablk::target::reservations {
 
 namespace st = protocol::status;
@@ -10,7 +14,16 @@ namespace st = protocol::status;
 NamespaceReservations::NamespaceReservations(std::unique_ptr<ReservationStore> store, std::string label)
     : store_(std::move(store)), label_(std::move(label)) {}
 
+NamespaceReservations::~NamespaceReservations() {
+  shared_ = nullptr;
+  store_.reset();
+}
+
 void NamespaceReservations::load() {
+  if (shared_ != nullptr) {
+    refresh_shared();
+    return;
+  }
   if (store_ == nullptr) return;
   auto saved = store_->load();
   std::lock_guard lock(mu_);
@@ -37,6 +50,7 @@ protocol::Status NamespaceReservations::check_locked(const HostId& host, Access 
 
 template <typename Command>
 Outcome NamespaceReservations::run(Command&& command) {
+  if (shared_ != nullptr) return run_shared(std::forward<Command>(command));
   std::lock_guard lock(mu_);
   const ReservationState before = state_;
   Outcome out = command(state_);
@@ -54,6 +68,100 @@ Outcome NamespaceReservations::run(Command&& command) {
   }
   reserved_.store(state_.type != ReservationType::none, std::memory_order_release);
   return out;
+}
+
+namespace {
+
+constexpr int kSharedAttempts = 16;
+constexpr std::chrono::milliseconds kSharedNotifyTimeout{10'000};
+
+Outcome internal_error() {
+  Outcome failed;
+  failed.status = st::internal_error;
+  return failed;
+}
+
+}  // namespace
+
+bool NamespaceReservations::share() {
+  backend::RadosObject* object = store_ != nullptr ? store_->shared_object() : nullptr;
+  if (object == nullptr) return false;
+  if (auto c = object->create(); !c) {
+    spdlog::error("{}: reservations: {}; not shared with the group", label_, c.error().message);
+    return false;
+  }
+  if (auto w = object->watch([this](bool) { refresh_shared(); }); !w) {
+    spdlog::error("{}: reservations: {}; not shared with the group", label_, w.error().message);
+    return false;
+  }
+  shared_ = object;
+  return true;
+}
+
+Result<ReservationState> NamespaceReservations::read_shared(backend::RadosObject::Snapshot* seen) const {
+  auto snap = shared_->read();
+  if (!snap) return tl::unexpected(snap.error());
+  ReservationState state;
+  if (snap->exists && !snap->bytes.empty()) {
+    auto parsed = parse_state(snap->bytes);
+    if (!parsed) {
+      return make_error(fmt::format("{}: not a reservation state ({})", shared_->object(),
+                                    state_format_problem_name(parsed.error().problem)),
+                        EINVAL);
+    }
+    state = std::move(*parsed);
+  }
+  *seen = std::move(*snap);
+  return state;
+}
+
+// On a librados thread (the watch), and at load(). In a group the state is kept whatever PTPL says: a
+// member that restarts is not the subsystem losing power.
+void NamespaceReservations::refresh_shared() {
+  backend::RadosObject::Snapshot seen;
+  auto state = read_shared(&seen);
+  if (!state) {
+    spdlog::error("{}: reservations: {}; keeping the state known here", label_, state.error().message);
+    return;
+  }
+  std::lock_guard lock(mu_);
+  state_ = std::move(*state);
+  reserved_.store(state_.type != ReservationType::none, std::memory_order_release);
+}
+
+template <typename Command>
+Outcome NamespaceReservations::run_shared(Command&& command) {
+  std::unique_lock lock(mu_);
+  for (int attempt = 0; attempt < kSharedAttempts; ++attempt) {
+    backend::RadosObject::Snapshot seen;
+    auto current = read_shared(&seen);
+    if (!current) {
+      spdlog::error("{}: reservations: {}; the command fails", label_, current.error().message);
+      return internal_error();
+    }
+    ReservationState next = *current;
+    Outcome out = command(next);
+    if (out.changed) {
+      const std::vector<uint8_t> bytes = serialize_state(next);
+      auto written = shared_->write_if(seen, bytes);
+      if (!written && written.error().errno_value == ECANCELED) continue;  // another member was first: again
+      if (!written) {
+        spdlog::error("{}: reservations: {}; the command fails and the state stays as it was", label_,
+                      written.error().message);
+        return internal_error();
+      }
+    }
+    state_ = out.changed ? std::move(next) : std::move(*current);
+    reserved_.store(state_.type != ReservationType::none, std::memory_order_release);
+    lock.unlock();
+    // Every member has taken the change in when this returns: what the host is told next holds everywhere.
+    if (out.changed) {
+      if (auto n = shared_->notify(kSharedNotifyTimeout); !n) spdlog::warn("{}: reservations: {}", label_, n.error().message);
+    }
+    return out;
+  }
+  spdlog::error("{}: reservations: {} conflicting changes in a row; the command fails", label_, kSharedAttempts);
+  return internal_error();
 }
 
 Outcome NamespaceReservations::register_key(const HostId& host, const RegisterRequest& req) {

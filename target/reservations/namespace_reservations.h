@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/rados_object.h"
 #include "target/reservations/ptpl_store.h"
 #include "target/reservations/reservation_model.h"
 
@@ -30,9 +31,14 @@ class NamespaceReservations {
   // `store`: where the state persists; null = the namespace cannot persist it (RESCAP PTPL cleared, CPTPL
   // set refused). `label` names the namespace in log lines ("nqn.x ns 1").
   NamespaceReservations(std::unique_ptr<ReservationStore> store, std::string label);
+  ~NamespaceReservations();  // the store (and its watch) first: no callback runs on a half-destroyed object
   NamespaceReservations(const NamespaceReservations&) = delete;
   NamespaceReservations& operator=(const NamespaceReservations&) = delete;
 
+  // A gateway group member: this namespace's state is the group's, in the store's shared object (RBD), read
+  // before and written with a version check by every command, and watched. False when the store has no
+  // shared object (the namespace keeps its own state). Before load().
+  bool share();
   // Reads the saved state (at open). An unusable saved state is logged and the namespace starts without
   // reservations (ptpl_store.h's recovery rules); a state saved with PTPL cleared is not kept either.
   void load();
@@ -62,11 +68,18 @@ class NamespaceReservations {
   // Runs `command` on the state under the lock and saves a changed state (see the class comment).
   template <typename Command>
   Outcome run(Command&& command);
+  // run() for a shared state: read, decide, write if unchanged meanwhile (else again), notify the members.
+  template <typename Command>
+  Outcome run_shared(Command&& command);
+  // The shared object's current state (none when absent or empty); the snapshot it came from in *seen.
+  Result<ReservationState> read_shared(backend::RadosObject::Snapshot* seen) const;
+  void refresh_shared();  // a member changed it: take it in (on a librados thread)
 
   mutable std::mutex mu_;
   ReservationState state_;
   std::atomic<bool> reserved_{false};  // state_.type != none, for check()'s fast path
   std::unique_ptr<ReservationStore> store_;
+  backend::RadosObject* shared_ = nullptr;  // the group's state (share()), owned by store_
   std::string label_;
 };
 

@@ -21,6 +21,7 @@ class ObjectReservationStore final : public ReservationStore {
 
   Result<std::optional<ReservationState>> load() override;
   Result<void> save(const ReservationState& state) override;
+  backend::RadosObject* shared_object() override { return object_->versioned(); }
 
  private:
   std::unique_ptr<backend::SideObject> object_;

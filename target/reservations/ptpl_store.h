@@ -34,6 +34,10 @@
 #include "protocol/result.h"
 #include "target/reservations/reservation_model.h"
 
+namespace rdmablk::backend {
+class RadosObject;
+}
+
 namespace rdmablk::target::reservations {
 
 class ReservationStore {
@@ -45,6 +49,9 @@ class ReservationStore {
   // After an Outcome with `changed`: with PTPL set, `state` is what load() returns after a crash; with PTPL
   // cleared, the saved state is removed (load() returns nullopt).
   virtual Result<void> save(const ReservationState& state) = 0;
+  // The same place as an object several targets can change coherently (versioned writes, watch/notify),
+  // when the store has one (RADOS); null otherwise.
+  virtual backend::RadosObject* shared_object() { return nullptr; }
 };
 
 class FileReservationStore final : public ReservationStore {

@@ -20,6 +20,7 @@
 
 #include "ceph/ceph_cluster.h"
 #include "e2e_common.h"
+#include "initiator/host/shared_volume.h"
 #include "initiator/ublk/multipath.h"
 #include "support/target_process.h"
 
@@ -428,6 +429,62 @@ TEST_F(GroupE2e, EveryMembersDiscoveryListsTheWholeGroup) {
   ASSERT_TRUE(b.stop());
   const std::vector<std::string> only_a{"127.0.0.1:" + std::to_string(a.io_port())};
   EXPECT_TRUE(wait_until([&] { return discovered(a) == only_a; })) << testing::PrintToString(discovered(a));
+}
+
+// Reservations hold across the group: host A registers and takes Write Exclusive through member A; host B
+// gets a Reservation Conflict through member B at once (the state is the group's, not A's); A is killed
+// and the reservation still holds through B and C, where host A is still the holder and writes.
+TEST_F(GroupE2e, AReservationTakenThroughOneMemberHoldsOnEveryMember) {
+  namespace p = rdmablk::protocol;
+  TargetProcess a, b, c;
+  // Non-owners serve every namespace as non_optimized: hosts reach namespace 1 through every member.
+  const std::string active_active = "  standby_state: non_optimized\n";
+  ASSERT_TRUE(start(a, "gw-a", 1, active_active));
+  ASSERT_TRUE(start(b, "gw-b", 2, active_active));
+  ASSERT_TRUE(start(c, "gw-c", 3, active_active));
+  ASSERT_TRUE(settled({&a, &b, &c}));
+  constexpr uint32_t kNs = 1;
+  auto host_a_via_a = connect_or_fail(controller_options(a.io_port(), kSubnqn, kHostA), a);
+  auto host_b_via_b = connect_or_fail(controller_options(b.io_port(), kSubnqn, kHostB), b);
+  ASSERT_TRUE(host_a_via_a && host_b_via_b);
+  auto qa = io_queue_or_fail(*host_a_via_a, 1);
+  auto qb = io_queue_or_fail(*host_b_via_b, 1);
+  ASSERT_TRUE(qa && qb);
+  auto reg = rdmablk::initiator::reservation_register(*qa, kNs, p::RegisterAction::register_key, false,
+                                                      p::ChangePtpl::no_change, 0, 0xA);
+  ASSERT_TRUE(reg) << reg.error().message;
+  auto acq = rdmablk::initiator::reservation_acquire(*qa, kNs, p::AcquireAction::acquire, false,
+                                                     p::ReservationType::write_exclusive, 0xA, 0);
+  ASSERT_TRUE(acq) << acq.error().message;
+
+  std::vector<uint8_t> block = pattern(kBlock, 9);
+  auto w = write_blocks(*qb, kNs, 0, kBlock, block);
+  ASSERT_FALSE(w) << "host B wrote through member B past host A's Write Exclusive taken through member A";
+  EXPECT_NE(w.error().message.find("Reservation Conflict"), std::string::npos) << w.error().message;
+  // Host B registers through B: host A's reservation is seen there, with both registrants.
+  auto reg_b = rdmablk::initiator::reservation_register(*qb, kNs, p::RegisterAction::register_key, false,
+                                                        p::ChangePtpl::no_change, 0, 0xB);
+  ASSERT_TRUE(reg_b) << reg_b.error().message;
+  auto st = rdmablk::initiator::reservation_report(*qa, kNs, true);
+  ASSERT_TRUE(st) << st.error().message;
+  EXPECT_EQ(st->registrants.size(), 2u) << "host B's registration through B is seen through A";
+
+  qa.reset();
+  host_a_via_a.reset();
+  a.kill_now();
+  for (TargetProcess* m : {&b, &c}) {
+    auto host_b = connect_or_fail(controller_options(m->io_port(), kSubnqn, kHostB), *m);
+    auto host_a = connect_or_fail(controller_options(m->io_port(), kSubnqn, kHostA), *m);
+    ASSERT_TRUE(host_a && host_b);
+    auto qhb = io_queue_or_fail(*host_b, 1);
+    auto qha = io_queue_or_fail(*host_a, 1);
+    ASSERT_TRUE(qha && qhb);
+    auto denied = write_blocks(*qhb, kNs, 0, kBlock, block);
+    EXPECT_FALSE(denied) << "the reservation holds after member A died";
+    auto allowed = write_blocks(*qha, kNs, 0, kBlock, block);
+    EXPECT_TRUE(allowed) << "host A is still the holder, through any member: "
+                         << (allowed ? "" : allowed.error().message);
+  }
 }
 
 }  // namespace

@@ -33,7 +33,8 @@ TEST(ConfigGroup, KeysAndDefaults) {
                                          "  lease_seconds: 6\n"
                                          "  ana_groups: [3, 2]\n"
                                          "  failback: manual\n"
-                                         "  blocklist: false\n"));
+                                         "  blocklist: false\n"
+                                         "  standby_state: non_optimized\n"));
   const GroupConfig& g = c.group;
   EXPECT_TRUE(g.enabled);
   EXPECT_EQ(g.name, "gw");
@@ -45,12 +46,14 @@ TEST(ConfigGroup, KeysAndDefaults) {
   EXPECT_EQ(g.ana_groups, (std::vector<uint32_t>{2, 3})) << "kept ascending";
   EXPECT_EQ(g.failback, GroupFailback::manual);
   EXPECT_FALSE(g.blocklist);
+  EXPECT_EQ(g.standby_state, protocol::AnaState::non_optimized);
   EXPECT_EQ(g.at.line, 8);
 
   const TargetConfig d = parse_ok(config("group: {name: gw, pool: rbd}\n"));
   EXPECT_EQ(d.group.lease_seconds, 10u);
   EXPECT_EQ(d.group.failback, GroupFailback::automatic);
   EXPECT_TRUE(d.group.blocklist);
+  EXPECT_EQ(d.group.standby_state, protocol::AnaState::inaccessible);
   EXPECT_EQ(d.group.client, "admin");
   EXPECT_EQ(d.group.ceph_conf, "/etc/ceph/ceph.conf");
   EXPECT_TRUE(d.group.ana_groups.empty()) << "a member may be a pure standby";
@@ -76,6 +79,8 @@ TEST(ConfigGroup, ErrorsNameTheField) {
   EXPECT_NE(range.find("group.ana_groups[0]"), std::string::npos) << range;
   const std::string failback = parse_error(config("group: {name: g, pool: rbd, failback: sometimes}\n"));
   EXPECT_NE(failback.find("group.failback"), std::string::npos) << failback;
+  const std::string standby = parse_error(config("group: {name: g, pool: rbd, standby_state: optimized}\n"));
+  EXPECT_NE(standby.find("group.standby_state"), std::string::npos) << standby;
   const std::string unknown = parse_error(config("group: {name: g, pool: rbd, leases: 3}\n"));
   EXPECT_NE(unknown.find("leases"), std::string::npos) << unknown;
 }
