@@ -15,7 +15,11 @@ constexpr uint32_t kWatchTimeoutSeconds = 30;
 
 RadosObject::RadosObject(std::shared_ptr<RadosCluster> cluster, rados_ioctx_t io, std::string oid, std::string what,
                          std::string where)
-    : cluster_(std::move(cluster)), io_(io), object_(std::move(oid)), what_(std::move(what)), where_(std::move(where)) {}
+    : cluster_(std::move(cluster)),
+      io_(io),
+      object_(std::move(oid)),
+      what_(std::move(what)),
+      where_(std::move(where)) {}
 
 RadosObject::~RadosObject() {
   if (watching_) {
@@ -41,8 +45,7 @@ Result<RadosObject::Snapshot> RadosObject::read() {
     rados_release_read_op(op);
     if (rc == -ENOENT) return Snapshot{};
     if (rc < 0 || read_rc < 0) {
-      return make_error(fmt::format("{} {}: read: {}", what_, where_,
-                                    rados_errstr(rc < 0 ? rc : read_rc)),
+      return make_error(fmt::format("{} {}: read: {}", what_, where_, rados_errstr(rc < 0 ? rc : read_rc)),
                         rc < 0 ? -rc : -read_rc);
     }
     if (got == room) continue;
@@ -73,8 +76,7 @@ Result<uint64_t> RadosObject::write_if(const Snapshot& seen, std::span<const uin
                                   what_, where_, seen.version),
                       ECANCELED);
   }
-  if (rc < 0)
-    return make_error(fmt::format("{} {}: write: {}", what_, where_, rados_errstr(rc)), -rc);
+  if (rc < 0) return make_error(fmt::format("{} {}: write: {}", what_, where_, rados_errstr(rc)), -rc);
   return rados_get_last_version(io_);
 }
 
@@ -86,12 +88,11 @@ Result<void> RadosObject::notify(std::chrono::milliseconds timeout) {
       rados_notify2(io_, object_.c_str(), nullptr, 0, static_cast<uint64_t>(timeout.count()), &reply, &reply_len);
   if (reply != nullptr) rados_buffer_free(reply);
   if (rc == -ETIMEDOUT) {
-    return make_error(fmt::format("{} {}: not every member acknowledged the change within {} ms",
-                                  what_, where_, timeout.count()),
+    return make_error(fmt::format("{} {}: not every member acknowledged the change within {} ms", what_, where_,
+                                  timeout.count()),
                       ETIMEDOUT);
   }
-  if (rc < 0)
-    return make_error(fmt::format("{} {}: notify: {}", what_, where_, rados_errstr(rc)), -rc);
+  if (rc < 0) return make_error(fmt::format("{} {}: notify: {}", what_, where_, rados_errstr(rc)), -rc);
   return {};
 }
 
@@ -101,8 +102,7 @@ Result<void> RadosObject::watch(Changed changed) {
   changed_ = std::move(changed);
   const int rc = rados_watch3(io_, object_.c_str(), &watch_cookie_, &RadosObject::on_notify,
                               &RadosObject::on_watch_error, kWatchTimeoutSeconds, this);
-  if (rc < 0)
-    return make_error(fmt::format("{} {}: watch: {}", what_, where_, rados_errstr(rc)), -rc);
+  if (rc < 0) return make_error(fmt::format("{} {}: watch: {}", what_, where_, rados_errstr(rc)), -rc);
   watching_ = true;
   return {};
 }
@@ -113,8 +113,7 @@ Result<void> RadosObject::create() {
   rados_write_op_create(op, LIBRADOS_CREATE_IDEMPOTENT, nullptr);
   const int rc = rados_write_op_operate(op, io_, object_.c_str(), nullptr, 0);
   rados_release_write_op(op);
-  if (rc < 0)
-    return make_error(fmt::format("{} {}: create: {}", what_, where_, rados_errstr(rc)), -rc);
+  if (rc < 0) return make_error(fmt::format("{} {}: create: {}", what_, where_, rados_errstr(rc)), -rc);
   return {};
 }
 

@@ -15,8 +15,8 @@ constexpr unsigned kMaxLeaseSeconds = 600;
 bool valid_group_name(const std::string& s) {
   if (s.empty() || s.size() > kMaxGroupName) return false;
   for (char c : s) {
-    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-                    c == '.' || c == '-';
+    const bool ok =
+        (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' || c == '-';
     if (!ok) return false;
   }
   return true;
@@ -43,8 +43,9 @@ GroupConfig Parser::parse_group(const Field& f) const {
     std::string v = scalar(x, what);
     if (!valid_group_name(v)) {
       fail(x.value_at, x.path,
-           in_quotes(v) + " is not a valid name (1 to 64 of letters, digits, '_', '.' and '-': it is part of RADOS "
-                          "object names)");
+           in_quotes(v) +
+               " is not a valid name (1 to 64 of letters, digits, '_', '.' and '-': it is part of RADOS "
+               "object names)");
     }
     return v;
   };
@@ -82,7 +83,8 @@ GroupConfig Parser::parse_group(const Field& f) const {
       SourceLocation at = missing(items[i]) ? x->value_at : location_of(items[i].Mark());
       Field item{x->path + "[" + std::to_string(i) + "]", "", items[i], at, at};
       const uint32_t id = integer32(item, 1, kAnaGroupMax);
-      if (std::find(g.ana_groups.begin(), g.ana_groups.end(), id) != g.ana_groups.end()) fail(at, item.path, "listed twice");
+      if (std::find(g.ana_groups.begin(), g.ana_groups.end(), id) != g.ana_groups.end())
+        fail(at, item.path, "listed twice");
       g.ana_groups.push_back(id);
     }
     std::sort(g.ana_groups.begin(), g.ana_groups.end());

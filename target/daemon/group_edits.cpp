@@ -140,9 +140,10 @@ Result<manage::Proposal> GroupEdits::propose(const manage::ManagedConfig& runnin
                       EINVAL);
   }
   if (manage::has_inline_secret(params)) {
-    return make_error("a gateway group's state is readable by every member's Ceph user: give secrets as files "
-                      "(dhchap_key_file, dhchap_ctrl_key_file, tls_psk_file), not inline",
-                      EINVAL);
+    return make_error(
+        "a gateway group's state is readable by every member's Ceph user: give secrets as files "
+        "(dhchap_key_file, dhchap_ctrl_key_file, tls_psk_file), not inline",
+        EINVAL);
   }
   auto current = load(running);  // the group as it is now, which this change builds on
   if (!current) return tl::unexpected(current.error());

@@ -30,7 +30,10 @@ const char* failback_name(Failback f) noexcept { return f == Failback::automatic
 
 GroupMember::GroupMember(std::shared_ptr<backend::RadosCluster> cluster, std::unique_ptr<MemberRegistry> registry,
                          GroupMemberOptions options, OwnershipChanged changed)
-    : cluster_(std::move(cluster)), registry_(std::move(registry)), options_(std::move(options)), changed_(std::move(changed)) {
+    : cluster_(std::move(cluster)),
+      registry_(std::move(registry)),
+      options_(std::move(options)),
+      changed_(std::move(changed)) {
   std::sort(options_.home_groups.begin(), options_.home_groups.end());
   record_.member = options_.member;
   record_.ana_groups = options_.home_groups;
@@ -160,7 +163,8 @@ void GroupMember::keep_alive() {
   auto a = MemberLease::acquire(cluster_, lease_options(options_.member, kAliveLock));
   if (!a) {
     std::lock_guard lock(mu_);
-    if (last_error_ != a.error().message) spdlog::error("gateway group {}: member {}: {}", options_.place.group, options_.member, a.error().message);
+    if (last_error_ != a.error().message)
+      spdlog::error("gateway group {}: member {}: {}", options_.place.group, options_.member, a.error().message);
     last_error_ = a.error().message;
     return;
   }
@@ -213,7 +217,8 @@ void GroupMember::renew_held() {
       h.valid_until = t0 + options_.lease - fence_margin();
       if (h.fenced) {
         h.fenced = false;
-        event_locked(fmt::format("renewed the lease of {} after all: serving groups {} again", member, groups_text(h.groups)));
+        event_locked(
+            fmt::format("renewed the lease of {} after all: serving groups {} again", member, groups_text(h.groups)));
         publish_locked();
       }
       continue;

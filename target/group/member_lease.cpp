@@ -25,8 +25,8 @@ std::string holder_of(rados_ioctx_t io, const std::string& object, const std::st
   int exclusive = 0;
   char tag[256], clients[1024], cookies[1024], addrs[1024];
   size_t tag_len = sizeof tag, clients_len = sizeof clients, cookies_len = sizeof cookies, addrs_len = sizeof addrs;
-  const ssize_t n = rados_list_lockers(io, object.c_str(), lock.c_str(), &exclusive, tag, &tag_len, clients, &clients_len,
-                                       cookies, &cookies_len, addrs, &addrs_len);
+  const ssize_t n = rados_list_lockers(io, object.c_str(), lock.c_str(), &exclusive, tag, &tag_len, clients,
+                                       &clients_len, cookies, &cookies_len, addrs, &addrs_len);
   if (n <= 0) return "unknown";
   return fmt::format("{} at {}", cookies, addrs);  // the first of each NUL-separated list
 }
@@ -66,11 +66,12 @@ Result<std::unique_ptr<MemberLease>> MemberLease::lock(std::shared_ptr<backend::
   std::string cookie = new_cookie(holder);
   timeval duration = duration_of(o);
   const std::string description = fmt::format("rdmablk member {} held by {}", o.member, holder);
-  const int rc = rados_lock_exclusive(io, object.c_str(), o.lock.c_str(), cookie.c_str(), description.c_str(), &duration, 0);
+  const int rc =
+      rados_lock_exclusive(io, object.c_str(), o.lock.c_str(), cookie.c_str(), description.c_str(), &duration, 0);
   if (rc < 0) {
-    std::string message = rc == -EBUSY
-                              ? fmt::format("member lease {}: held by {}", o.place.where(object), holder_of(io, object, o.lock))
-                              : fmt::format("member lease {}: {}", o.place.where(object), backend::rados_errstr(rc));
+    std::string message =
+        rc == -EBUSY ? fmt::format("member lease {}: held by {}", o.place.where(object), holder_of(io, object, o.lock))
+                     : fmt::format("member lease {}: {}", o.place.where(object), backend::rados_errstr(rc));
     rados_ioctx_destroy(io);
     return make_error(std::move(message), -rc);
   }

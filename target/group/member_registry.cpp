@@ -52,11 +52,13 @@ std::string encode_record(const MemberRecord& r) {
 
 Result<MemberRecord> decode_record(const std::string& member, const std::string& bytes) {
   const json j = json::parse(bytes, nullptr, false);
-  if (j.is_discarded() || !j.is_object()) return make_error(fmt::format("member {}: the record is not a JSON object", member), EINVAL);
+  if (j.is_discarded() || !j.is_object())
+    return make_error(fmt::format("member {}: the record is not a JSON object", member), EINVAL);
   MemberRecord r;
   r.member = member;
   const auto groups = j.find("ana_groups");
-  if (groups == j.end() || !groups->is_array()) return make_error(fmt::format("member {}: no ana_groups list", member), EINVAL);
+  if (groups == j.end() || !groups->is_array())
+    return make_error(fmt::format("member {}: no ana_groups list", member), EINVAL);
   for (const auto& g : *groups) {
     if (!g.is_number_unsigned() || g.get<uint64_t>() == 0 || g.get<uint64_t>() > 128)
       return make_error(fmt::format("member {}: ana_groups holds {} (expected 1..128)", member, g.dump()), EINVAL);
@@ -66,13 +68,15 @@ Result<MemberRecord> decode_record(const std::string& member, const std::string&
   if (const auto ls = j.find("listeners"); ls != j.end() && ls->is_array()) {
     for (const auto& l : *ls) {
       if (!l.is_object() || !l.value("transport", json()).is_string() || !l.value("address", json()).is_string() ||
-          !l.value("port", json()).is_number_unsigned() || l["port"].get<uint64_t>() == 0 || l["port"].get<uint64_t>() > 65535)
-        return make_error(fmt::format("member {}: a listener is not {{transport, address, port}}: {}", member, l.dump()),
+          !l.value("port", json()).is_number_unsigned() || l["port"].get<uint64_t>() == 0 ||
+          l["port"].get<uint64_t>() > 65535)
+        return make_error(fmt::format("member {}: a listener is not {{transport, address, port}}: {}", member,
+                                      l.dump()),
                           EINVAL);
-      r.listeners.push_back(MemberListener{l["transport"].get<std::string>(), l["address"].get<std::string>(),
-                                           l["port"].get<uint16_t>(),
-                                           l.value("tls", json("none")).is_string() ? l.value("tls", std::string("none"))
-                                                                                    : std::string("none")});
+      r.listeners.push_back(
+          MemberListener{l["transport"].get<std::string>(), l["address"].get<std::string>(), l["port"].get<uint16_t>(),
+                         l.value("tls", json("none")).is_string() ? l.value("tls", std::string("none"))
+                                                                  : std::string("none")});
     }
   }
   const auto addr = j.find("address");
@@ -161,7 +165,8 @@ Result<LockHolder> MemberRegistry::holder(const std::string& member, const std::
                                        &clients_len, cookies, &cookies_len, addrs, &addrs_len);
   if (n == -ENOENT) return LockHolder{};
   if (n < 0)
-    return make_error(fmt::format("member {}: lock {}: {}", place_.where(object), lock, backend::rados_errstr(static_cast<int>(n))),
+    return make_error(fmt::format("member {}: lock {}: {}", place_.where(object), lock,
+                                  backend::rados_errstr(static_cast<int>(n))),
                       static_cast<int>(-n));
   LockHolder h;
   if (n == 0) return h;

@@ -271,7 +271,8 @@ Result<std::vector<ManagedEdit>> decode_edits(std::span<const uint8_t> bytes, co
   return parse_edits(bytes, where);
 }
 
-Result<ManagedConfig> with_edits(const ManagedConfig& running, std::vector<ManagedEdit> edits, const std::string& where) {
+Result<ManagedConfig> with_edits(const ManagedConfig& running, std::vector<ManagedEdit> edits,
+                                 const std::string& where) {
   ManagedConfig next;
   next.base = running.base.clone();
   next.overlay_path = running.overlay_path;

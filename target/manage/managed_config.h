@@ -67,6 +67,7 @@ Result<void> save_overlay(const ManagedConfig& state);
 std::string encode_edits(const std::vector<ManagedEdit>& edits);
 Result<std::vector<ManagedEdit>> decode_edits(std::span<const uint8_t> bytes, const std::string& where);
 // `running`'s file with `edits` (the group's) in place of its own: errors name `where` and the entry.
-Result<ManagedConfig> with_edits(const ManagedConfig& running, std::vector<ManagedEdit> edits, const std::string& where);
+Result<ManagedConfig> with_edits(const ManagedConfig& running, std::vector<ManagedEdit> edits,
+                                 const std::string& where);
 
 }  // namespace rdmablk::target::manage

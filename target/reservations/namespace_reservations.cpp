@@ -156,7 +156,8 @@ Outcome NamespaceReservations::run_shared(Command&& command) {
     lock.unlock();
     // Every member has taken the change in when this returns: what the host is told next holds everywhere.
     if (out.changed) {
-      if (auto n = shared_->notify(kSharedNotifyTimeout); !n) spdlog::warn("{}: reservations: {}", label_, n.error().message);
+      if (auto n = shared_->notify(kSharedNotifyTimeout); !n)
+        spdlog::warn("{}: reservations: {}", label_, n.error().message);
     }
     return out;
   }

@@ -110,7 +110,8 @@ class GroupE2e : public ::testing::Test {
       for (std::size_t i = 0; i < members.size(); ++i) {
         const json s = group_status(*members[i]);
         if (!s.is_object() || s["members"].size() != members.size()) return false;
-        if (s["owned"].get<std::vector<uint32_t>>() != std::vector<uint32_t>{static_cast<uint32_t>(i + 1)}) return false;
+        if (s["owned"].get<std::vector<uint32_t>>() != std::vector<uint32_t>{static_cast<uint32_t>(i + 1)})
+          return false;
       }
       return true;
     });
@@ -166,7 +167,8 @@ TEST_F(GroupE2e, AKilledMembersGroupMovesToASurvivorAndComesBack) {
   std::vector<uint8_t> got(data.size());
   auto refused = read_blocks(*qb, 1, 100, kBlock, got);
   ASSERT_FALSE(refused) << "group 1 is inaccessible on B while A serves it";
-  EXPECT_NE(refused.error().message.find("Asymmetric Access Inaccessible"), std::string::npos) << refused.error().message;
+  EXPECT_NE(refused.error().message.find("Asymmetric Access Inaccessible"), std::string::npos)
+      << refused.error().message;
 
   ca.reset();
   const int64_t killed_ms = unix_ms_now();
@@ -182,7 +184,8 @@ TEST_F(GroupE2e, AKilledMembersGroupMovesToASurvivorAndComesBack) {
     if (ana_of(*cb, 1) == AnaState::optimized) survivor = cb.get(), survivor_q = qb.get();
     if (ana_of(*cc, 1) == AnaState::optimized) survivor = cc.get(), survivor_q = qc.get();
     return survivor != nullptr;
-  })) << group_status(b).dump(2) << group_status(c).dump(2);
+  })) << group_status(b).dump(2)
+      << group_status(c).dump(2);
   const auto seen = Clock::now();
   auto r = read_blocks(*survivor_q, 1, 100, kBlock, got);
   ASSERT_TRUE(r);
@@ -204,10 +207,11 @@ TEST_F(GroupE2e, AKilledMembersGroupMovesToASurvivorAndComesBack) {
   }
   EXPECT_GT(took_ms, killed_ms) << st.dump(2);
   const auto ms = [](auto d) { return std::chrono::duration_cast<std::chrono::milliseconds>(d).count(); };
-  std::printf("failover (lease %u s): taken over after %lld ms, the host saw it optimized after %lld ms, "
-              "first read completed after %lld ms\n",
-              kLeaseSeconds, static_cast<long long>(took_ms - killed_ms), static_cast<long long>(ms(seen - killed)),
-              static_cast<long long>(ms(first_io - killed)));
+  std::printf(
+      "failover (lease %u s): taken over after %lld ms, the host saw it optimized after %lld ms, "
+      "first read completed after %lld ms\n",
+      kLeaseSeconds, static_cast<long long>(took_ms - killed_ms), static_cast<long long>(ms(seen - killed)),
+      static_cast<long long>(ms(first_io - killed)));
   // The documented bound: lease + one renewal period, plus the host's polling.
   EXPECT_LT(ms(seen - killed), 60'000);
 
@@ -242,7 +246,8 @@ TEST_F(GroupE2e, AFrozenMemberComesBackFenced) {
   bool fenced_event = false;
   for (const auto& e : sa["events"]) {
     const std::string w = e["what"].get<std::string>();
-    fenced_event |= w.find("not renewed in time") != std::string::npos || w.find("lost the lease of gw-a") != std::string::npos;
+    fenced_event |=
+        w.find("not renewed in time") != std::string::npos || w.find("lost the lease of gw-a") != std::string::npos;
   }
   EXPECT_TRUE(fenced_event) << sa.dump(2);
   a.kill_now();
@@ -317,7 +322,8 @@ TEST_F(GroupE2e, AnUnreachableClusterStopsTheStartWithAClearError) {
   std::string yaml = "listeners: [{address: 127.0.0.1, port: " + std::to_string(pick_free_port()) +
                      "}]\ncontrol: {enabled: false}\nsubsystems:\n  - nqn: " + std::string(kSubnqn) +
                      "\n    allow_any_host: true\n    namespaces: [{nsid: 1, backend: ram, size: 1MiB}]\n"
-                     "group: {name: g, pool: rbd, member: gw-a, ceph_conf: " + dead + ", ana_groups: [1]}\n";
+                     "group: {name: g, pool: rbd, member: gw-a, ceph_conf: " +
+                     dead + ", ana_groups: [1]}\n";
   write_file(dir.path() / "t.yaml", yaml);
   auto r = run_target({"--config", (dir.path() / "t.yaml").string()}, dir.path(), std::chrono::seconds(120));
   EXPECT_FALSE(r.timed_out);
@@ -340,10 +346,11 @@ TEST_F(GroupE2e, AChangeThroughOneMemberReachesEveryMember) {
   ASSERT_TRUE(settled({&a, &b}));
   const std::string image = cluster->create_image("group-added", "16M");
   const auto asked = Clock::now();
-  auto add = ctl(a, {"namespace_add", "subsystem=" + std::string(kSubnqn), "nsid=4", "backend=rbd", "pool=rbd",
-                     "image=" + image, "ceph_conf=" + cluster->conf(), "client=rdmablk",
-                     "keyring=" + cluster->rdmablk_keyring(), "ana_group=2"},
-                 false);
+  auto add =
+      ctl(a,
+          {"namespace_add", "subsystem=" + std::string(kSubnqn), "nsid=4", "backend=rbd", "pool=rbd", "image=" + image,
+           "ceph_conf=" + cluster->conf(), "client=rdmablk", "keyring=" + cluster->rdmablk_keyring(), "ana_group=2"},
+          false);
   ASSERT_EQ(add.exit_status, 0) << add.out << add.err << a.log();
   ASSERT_TRUE(wait_until([&] { return namespaces_of(b).find(image) != std::string::npos; })) << b.log();
   std::printf("a namespace added through one member was served by the other after %lld ms\n",
@@ -354,8 +361,9 @@ TEST_F(GroupE2e, AChangeThroughOneMemberReachesEveryMember) {
   auto listener = ctl(a, {"listener_add", "address=127.0.0.1", "port=" + std::to_string(pick_free_port())}, false);
   EXPECT_NE(listener.exit_status, 0);
   EXPECT_NE(listener.err.find("local to a member of a gateway group"), std::string::npos) << listener.err;
-  auto secret = ctl(a, {"host_add", "subsystem=" + std::string(kSubnqn), "host=" + std::string(kHostB),
-                        "dhchap_key=DHHC-1:00:MDEyMzQ1Njc4OTAxMjM0NTY3ODkwMTIzNDU2Nzg5MDEyMzQ1A8vz1Q==:"},
+  auto secret = ctl(a,
+                    {"host_add", "subsystem=" + std::string(kSubnqn), "host=" + std::string(kHostB),
+                     "dhchap_key=DHHC-1:00:MDEyMzQ1Njc4OTAxMjM0NTY3ODkwMTIzNDU2Nzg5MDEyMzQ1A8vz1Q==:"},
                     false);
   EXPECT_NE(secret.exit_status, 0);
   EXPECT_NE(secret.err.find("give secrets as files"), std::string::npos) << secret.err;
@@ -365,7 +373,9 @@ TEST_F(GroupE2e, AChangeThroughOneMemberReachesEveryMember) {
   // namespace exists with other settings.
   ProcessResult r1, r2;
   auto add5 = [&](const TargetProcess& t, const char* size, ProcessResult* r) {
-    *r = ctl(t, {"namespace_add", "subsystem=" + std::string(kSubnqn), "nsid=5", "backend=ram", std::string("size=") + size},
+    *r = ctl(t,
+             {"namespace_add", "subsystem=" + std::string(kSubnqn), "nsid=5", "backend=ram",
+              std::string("size=") + size},
              false);
   };
   std::thread t1(add5, std::cref(a), "1MiB", &r1);
@@ -409,7 +419,8 @@ std::vector<std::string> discovered(const TargetProcess& t) {
   auto j = json::parse(r.out, nullptr, false);
   if (r.exit_status != 0 || j.is_discarded()) return out;
   for (const auto& rec : j["records"]) {
-    if (rec["subnqn"] == kSubnqn) out.push_back(rec["traddr"].get<std::string>() + ":" + rec["trsvcid"].get<std::string>());
+    if (rec["subnqn"] == kSubnqn)
+      out.push_back(rec["traddr"].get<std::string>() + ":" + rec["trsvcid"].get<std::string>());
   }
   std::sort(out.begin(), out.end());
   return out;
@@ -422,7 +433,8 @@ TEST_F(GroupE2e, EveryMembersDiscoveryListsTheWholeGroup) {
   ASSERT_TRUE(start(a, "gw-a", 1));
   ASSERT_TRUE(start(b, "gw-b", 2));
   ASSERT_TRUE(settled({&a, &b}));
-  auto both = std::vector<std::string>{"127.0.0.1:" + std::to_string(a.io_port()), "127.0.0.1:" + std::to_string(b.io_port())};
+  auto both =
+      std::vector<std::string>{"127.0.0.1:" + std::to_string(a.io_port()), "127.0.0.1:" + std::to_string(b.io_port())};
   std::sort(both.begin(), both.end());
   EXPECT_TRUE(wait_until([&] { return discovered(a) == both && discovered(b) == both; }))
       << testing::PrintToString(discovered(a)) << testing::PrintToString(discovered(b));

@@ -15,7 +15,9 @@ namespace {
 // `group` is written from line 7 on.
 std::string config(const std::string& group, const std::string& listener_extra = "") {
   return "listeners:\n"
-         "  - {address: 127.0.0.1" + listener_extra + "}\n"
+         "  - {address: 127.0.0.1" +
+         listener_extra +
+         "}\n"
          "subsystems:\n"
          "  - nqn: nqn.2024-12.io.rdmablk:group\n"
          "    allow_any_host: true\n"
@@ -24,17 +26,18 @@ std::string config(const std::string& group, const std::string& listener_extra =
 }
 
 TEST(ConfigGroup, KeysAndDefaults) {
-  const TargetConfig c = parse_ok(config("group:\n"
-                                         "  name: gw\n"
-                                         "  pool: rbd\n"
-                                         "  member: gw-a\n"
-                                         "  namespace: gateways\n"
-                                         "  client: rdmablk\n"
-                                         "  lease_seconds: 6\n"
-                                         "  ana_groups: [3, 2]\n"
-                                         "  failback: manual\n"
-                                         "  blocklist: false\n"
-                                         "  standby_state: non_optimized\n"));
+  const TargetConfig c =
+      parse_ok(config("group:\n"
+                      "  name: gw\n"
+                      "  pool: rbd\n"
+                      "  member: gw-a\n"
+                      "  namespace: gateways\n"
+                      "  client: rdmablk\n"
+                      "  lease_seconds: 6\n"
+                      "  ana_groups: [3, 2]\n"
+                      "  failback: manual\n"
+                      "  blocklist: false\n"
+                      "  standby_state: non_optimized\n"));
   const GroupConfig& g = c.group;
   EXPECT_TRUE(g.enabled);
   EXPECT_EQ(g.name, "gw");
@@ -89,6 +92,16 @@ TEST(ConfigGroup, ListenersTakeNoAnaStatesInAGroup) {
   const std::string e = parse_error(config("group: {name: g, pool: rbd}\n", ", ana: {2: inaccessible}"));
   EXPECT_NE(e.find("listeners[0].ana: ANA states are the gateway group's (group: at line 7)"), std::string::npos) << e;
   EXPECT_NE(e.find("t.yaml:2:"), std::string::npos) << "names the listener's ana entry: " << e;
+}
+
+TEST(ConfigGroup, TheShippedExampleParses) {
+  auto c = load_config(std::string(RDMABLK_SOURCE_DIR) + "/configs/gateway-group.yaml");
+  ASSERT_TRUE(c) << c.error().message;
+  EXPECT_TRUE(c->group.enabled);
+  EXPECT_EQ(c->group.member, "gw-a");
+  EXPECT_EQ(c->group.ana_groups, std::vector<uint32_t>{1});
+  ASSERT_EQ(c->subsystems.size(), 1u);
+  EXPECT_EQ(c->subsystems[0].namespaces.size(), 3u);
 }
 
 TEST(ConfigGroup, ChangesTakeEffectAtRestart) {
