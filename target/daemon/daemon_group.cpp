@@ -47,14 +47,22 @@ void DaemonGroup::start_fenced(TargetConfig& config) {
   set_listener_states(config, groups_of(config), {});
 }
 
-Result<std::unique_ptr<DaemonGroup>> DaemonGroup::start(const TargetConfig& config, TargetCore& core) {
-  const GroupConfig& g = config.group;
+Result<std::shared_ptr<backend::RadosCluster>> group_cluster(const GroupConfig& g) {
   backend::RadosOptions ro;
   ro.ceph_conf = g.ceph_conf;
   ro.client = g.client;
   ro.keyring = g.keyring;
   auto cluster = backend::shared_rados_cluster(ro);
   if (!cluster) return make_error("group: " + cluster.error().message, cluster.error().errno_value);
+  return cluster;
+}
+
+group::GroupPlace group_place(const GroupConfig& g) { return group::GroupPlace{g.pool, g.rados_namespace, g.name}; }
+
+Result<std::unique_ptr<DaemonGroup>> DaemonGroup::start(const TargetConfig& config, TargetCore& core) {
+  const GroupConfig& g = config.group;
+  auto cluster = group_cluster(g);
+  if (!cluster) return tl::unexpected(cluster.error());
   std::unique_ptr<DaemonGroup> d(new DaemonGroup(core));
   d->standby_ = g.standby_state;
   {
@@ -62,7 +70,7 @@ Result<std::unique_ptr<DaemonGroup>> DaemonGroup::start(const TargetConfig& conf
     d->applied_locked(config);
   }
   group::GroupMemberOptions o;
-  o.place = group::GroupPlace{g.pool, g.rados_namespace, g.name};
+  o.place = group_place(g);
   o.member = g.member;
   o.home_groups = g.ana_groups;
   for (const auto& l : config.listeners) {

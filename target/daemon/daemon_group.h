@@ -24,6 +24,11 @@ namespace rdmablk::target {
 
 class TargetCore;
 
+// The group's Ceph connection (the process's shared one for the same user, as the rbd namespaces use) and
+// where its objects live. Errors start with "group: ".
+Result<std::shared_ptr<backend::RadosCluster>> group_cluster(const GroupConfig& g);
+group::GroupPlace group_place(const GroupConfig& g);
+
 class DaemonGroup {
  public:
   // Sets `config`'s ANA states as a member that owns none of its groups yet sees them: every ANA group

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "backend/rados_cluster.h"
+#include "target/daemon/daemon_group.h"
 #include "target/manage/config_edits.h"
 
 namespace rdmablk::target {
@@ -35,13 +36,9 @@ GroupEdits::~GroupEdits() {
 }
 
 Result<std::unique_ptr<GroupEdits>> GroupEdits::open(const GroupConfig& group) {
-  backend::RadosOptions ro;
-  ro.ceph_conf = group.ceph_conf;
-  ro.client = group.client;
-  ro.keyring = group.keyring;
-  auto cluster = backend::shared_rados_cluster(ro);
-  if (!cluster) return make_error("group: " + cluster.error().message, cluster.error().errno_value);
-  const group::GroupPlace place{group.pool, group.rados_namespace, group.name};
+  auto cluster = group_cluster(group);
+  if (!cluster) return tl::unexpected(cluster.error());
+  const group::GroupPlace place = group_place(group);
   auto object = group::StateObject::open(*cluster, place);
   if (!object) return make_error("group: " + object.error().message, object.error().errno_value);
   const std::string where = "group state " + place.where((*object)->object());
