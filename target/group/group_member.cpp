@@ -195,7 +195,8 @@ void GroupMember::keep_own_lease() {
   }
   waiting_for_.clear();
   held_[options_.member] = Held{std::move(*l), options_.home_groups, t0 + options_.lease - fence_margin(), false};
-  event_locked(fmt::format("serving its own groups {}", groups_text(options_.home_groups)));
+  event_locked(options_.home_groups.empty() ? std::string("holds its own lease (a standby: no home groups)")
+                                            : fmt::format("serving its own groups {}", groups_text(options_.home_groups)));
   publish_locked();
   wake_.notify_all();
 }
@@ -297,7 +298,7 @@ void GroupMember::hand_back(const std::string& member) {
     auto it = held_.find(member);
     if (it == held_.end()) return;
     lease = it->second.lease;
-    event_locked(fmt::format("{} is alive again: handing back groups {}", member, groups_text(it->second.groups)));
+    event_locked(fmt::format("handing back groups {} to {}, alive again", groups_text(it->second.groups), member));
     held_.erase(it);
     publish_locked();  // not served here any more before the member may take them
   }
