@@ -195,8 +195,9 @@ void GroupMember::keep_own_lease() {
   }
   waiting_for_.clear();
   held_[options_.member] = Held{std::move(*l), options_.home_groups, t0 + options_.lease - fence_margin(), false};
-  event_locked(options_.home_groups.empty() ? std::string("holds its own lease (a standby: no home groups)")
-                                            : fmt::format("serving its own groups {}", groups_text(options_.home_groups)));
+  event_locked(options_.home_groups.empty()
+                   ? std::string("holds its own lease (a standby: no home groups)")
+                   : fmt::format("serving its own groups {}", groups_text(options_.home_groups)));
   publish_locked();
   wake_.notify_all();
 }
