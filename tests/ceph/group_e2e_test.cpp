@@ -254,6 +254,52 @@ TEST_F(GroupE2e, AFrozenMemberComesBackFenced) {
   a.kill_now();
 }
 
+// A member cut off from the OSDs while it runs (its Ceph client blocklisted by hand: every operation of it
+// is refused, as in a partition, while it goes on answering hosts): by its own clock it stops serving its
+// group as optimized within the lease, a survivor takes the group, and the member says it is blocklisted.
+TEST_F(GroupE2e, AMemberCutOffFromTheClusterFencesItself) {
+  TargetProcess a, b;
+  ASSERT_TRUE(start(a, "gw-a", 1));
+  ASSERT_TRUE(start(b, "gw-b", 2));
+  ASSERT_TRUE(settled({&a, &b}));
+  std::string address;
+  const json sb = group_status(b);
+  for (const auto& m : sb["members"]) {
+    if (m["member"] == "gw-a") address = m["address"].get<std::string>();
+  }
+  ASSERT_FALSE(address.empty());
+  std::string out;
+  const auto cut = Clock::now();
+  ASSERT_EQ(ceph_test::shell("env -u CEPH_ARGS -u CEPH_KEYRING timeout 60 ceph -c " + cluster->conf() +
+                                 " -n client.admin osd blocklist add " + address,
+                             &out),
+            0)
+      << out;
+  ASSERT_TRUE(wait_until([&] { return owned(a).empty(); })) << group_status(a).dump(2);
+  const auto fenced = Clock::now();
+  ASSERT_TRUE(wait_until([&] { return owned(b) == std::vector<uint32_t>{1, 2}; })) << group_status(b).dump(2);
+  const auto ms = [](auto d) {
+    return static_cast<long long>(std::chrono::duration_cast<std::chrono::milliseconds>(d).count());
+  };
+  std::printf(
+      "cut off (lease %u s): the member stopped serving its group after %lld ms, a survivor served it after %lld ms\n",
+      kLeaseSeconds, ms(fenced - cut), ms(Clock::now() - cut));
+  // By its own clock, lease - margin after its last renewal; the bound leaves room for a loaded machine.
+  EXPECT_LT(ms(fenced - cut), (kLeaseSeconds + 5) * 1000LL) << "fenced by its own clock";
+  auto ca = connect_or_fail(controller_options(a.io_port(), kSubnqn), a);
+  ASSERT_TRUE(ca);
+  EXPECT_EQ(ana_of(*ca, 1), AnaState::inaccessible) << "the cut-off member does not serve group 1";
+  EXPECT_TRUE(wait_until([&] {
+    const json sa = group_status(a);
+    for (const auto& e : sa["events"]) {
+      if (e["what"].get<std::string>().find("blocklisted") != std::string::npos) return true;
+    }
+    return false;
+  })) << group_status(a).dump(2);
+  ca.reset();
+  a.kill_now();  // a blocklisted client cannot close its images cleanly: not a clean stop
+}
+
 // SIGTERM: the member hands its lease over at once; a survivor serves its group well before the lease
 // could have lapsed.
 TEST_F(GroupE2e, ACleanStopHandsOverWithoutWaitingForTheLease) {
