@@ -410,48 +410,70 @@ std::optional<json> params_of(const std::vector<std::string>& args, std::string&
   return params;
 }
 
-int run_ctl_command(CLI::App& ctl) {
-  CLI::App* verb = ctl.get_subcommands().front();
-  const std::string name = verb->get_name();
-  json request{{"command", name}};
-  if (name == "stats") {
-    if (!g_args.ns.empty()) {
-      std::string nsid = g_args.ns;
-      if (auto colon = g_args.ns.rfind(':'); colon != std::string::npos && g_args.ns.compare(0, 4, "nqn.") == 0) {
-        request["subsystem"] = g_args.ns.substr(0, colon);
-        nsid = g_args.ns.substr(colon + 1);
-      }
-      try {
-        request["nsid"] = std::stoul(nsid);
-      } catch (const std::exception&) {
-        std::fprintf(stderr, "rdmablk-target ctl: --namespace %s: expected NSID or NQN:NSID\n", g_args.ns.c_str());
-        return 2;
-      }
+namespace {
+
+// The `stats` request's filters; nullopt (after a message) when --namespace is not NSID or NQN:NSID.
+std::optional<json> stats_request() {
+  json request{{"command", "stats"}};
+  if (!g_args.ns.empty()) {
+    std::string nsid = g_args.ns;
+    if (auto colon = g_args.ns.rfind(':'); colon != std::string::npos && g_args.ns.compare(0, 4, "nqn.") == 0) {
+      request["subsystem"] = g_args.ns.substr(0, colon);
+      nsid = g_args.ns.substr(colon + 1);
     }
-    if (!g_args.subsystem.empty()) request["subsystem"] = g_args.subsystem;
-    if (g_args.controller >= 0) request["cntlid"] = g_args.controller;
-  } else if (name == "group") {
-    request = verb->get_subcommands().front()->get_name() == "handback"
-                  ? json{{"command", "group_handback"}, {"member", g_args.host}}
-                  : json{{"command", "group_status"}};
-  } else if (name == "ana") {
-    request = json{{"command", "ana_set"}, {"listener", g_args.listener}, {"group", g_args.group}, {"state", g_args.state}};
-  } else if (manage::find_edit_verb(name) != nullptr) {
+    try {
+      request["nsid"] = std::stoul(nsid);
+    } catch (const std::exception&) {
+      std::fprintf(stderr, "rdmablk-target ctl: --namespace %s: expected NSID or NQN:NSID\n", g_args.ns.c_str());
+      return std::nullopt;
+    }
+  }
+  if (!g_args.subsystem.empty()) request["subsystem"] = g_args.subsystem;
+  if (g_args.controller >= 0) request["cntlid"] = g_args.controller;
+  return request;
+}
+
+// The request for the chosen subcommand; nullopt (after a message) when its arguments are not usable.
+std::optional<json> request_for(CLI::App& verb) {
+  const std::string name = verb.get_name();
+  if (name == "stats") return stats_request();
+  if (name == "group") {
+    return verb.get_subcommands().front()->get_name() == "handback"
+               ? json{{"command", "group_handback"}, {"member", g_args.host}}
+               : json{{"command", "group_status"}};
+  }
+  if (name == "ana") {
+    return json{{"command", "ana_set"}, {"listener", g_args.listener}, {"group", g_args.group}, {"state", g_args.state}};
+  }
+  if (manage::find_edit_verb(name) != nullptr) {
     std::string bad;
     auto params = params_of(g_args.params, bad);
     if (!params) {
       std::fprintf(stderr, "rdmablk-target ctl %s: %s\n", name.c_str(), bad.c_str());
-      return 2;
+      return std::nullopt;
     }
-    request = std::move(*params);
-    request["command"] = name;
-  } else if (name == "disconnect") {
+    (*params)["command"] = name;
+    return params;
+  }
+  json request{{"command", name}};
+  if (name == "disconnect") {
     if (!g_args.host.empty()) {
       request["host"] = g_args.host;
     } else {
       request["cntlid"] = g_args.controller;
     }
   }
+  return request;
+}
+
+}  // namespace
+
+int run_ctl_command(CLI::App& ctl) {
+  CLI::App* verb = ctl.get_subcommands().front();
+  const std::string name = verb->get_name();
+  auto built = request_for(*verb);
+  if (!built) return 2;
+  const json request = std::move(*built);
   std::string error;
   auto reply = ask_daemon(request, error);
   if (!reply) {
