@@ -200,8 +200,10 @@ class RbdBackend final : public Backend {
   // The close waits for the cluster, so it happens on the closer thread (see ImageCloser); the queues are
   // gone by now (each waited for its own requests).
   ~RbdBackend() override {
+    // The update callback's target goes with the closer, not with this object: librbd may call it until
+    // the unwatch there returns.
     ImageCloser::instance().add([cluster = cluster_, io = io_, image = image_, watching = watching_,
-                                 handle = watch_handle_, name = name_] {
+                                 handle = watch_handle_, name = name_, sink = update_sink_] {
       if (watching) rbd_update_unwatch(image, handle);  // waits for a callback in progress
       const int rc = rbd_close(image);  // flushes the rbd cache, releases the exclusive lock
       if (rc < 0) spdlog::warn("{}: close: {}", name, rados_errstr(rc));
@@ -230,8 +232,8 @@ class RbdBackend final : public Backend {
   // and compares.
   void watch_size(std::function<void()> notify) const override {
     if (watching_) return;
-    notify_ = std::move(notify);
-    const int rc = rbd_update_watch(image_, &watch_handle_, &RbdBackend::on_update, const_cast<RbdBackend*>(this));
+    update_sink_ = std::make_shared<std::function<void()>>(std::move(notify));
+    const int rc = rbd_update_watch(image_, &watch_handle_, &RbdBackend::on_update, update_sink_.get());
     if (rc < 0) {
       spdlog::warn("{}: cannot watch the image for resizes ({}): a reload re-reads its size", name_, rados_errstr(rc));
       return;
@@ -267,13 +269,14 @@ class RbdBackend final : public Backend {
   std::string name_;
   std::string pool_, rados_namespace_, image_name_;
   mutable std::atomic<uint64_t> blocks_;
-  mutable std::function<void()> notify_;  // set before the watch starts, then only read by on_update
+  // What on_update calls: set before the watch starts, then only read by it; shared with the closer.
+  mutable std::shared_ptr<std::function<void()>> update_sink_;
   mutable uint64_t watch_handle_ = 0;
   mutable bool watching_ = false;
 
   static void on_update(void* arg) noexcept {
-    const auto* self = static_cast<const RbdBackend*>(arg);
-    if (self->notify_) self->notify_();
+    const auto* notify = static_cast<const std::function<void()>*>(arg);
+    if (*notify) (*notify)();
   }
 };
 

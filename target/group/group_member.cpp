@@ -80,6 +80,12 @@ void GroupMember::stop(bool release) {
     held.swap(held_);
     publish_locked();  // stop serving before the leases are free for the survivors
   }
+  // Said before the locks go: a survivor that takes them over must not fence a member that stops cleanly.
+  if (alive_) {
+    MemberRecord stopping = record_;
+    stopping.stopped_cleanly = true;
+    if (auto p = registry_->publish(stopping); !p) spdlog::warn("gateway group: {}", p.error().message);
+  }
   for (auto& [member, h] : held) {
     if (auto r = h.lease->release(); !r) spdlog::warn("gateway group: {}", r.error().message);
   }
@@ -278,10 +284,14 @@ void GroupMember::take_over(const MemberRecord& r) {
   if (!l) return;  // another survivor was first, or the member came back
   // Fencing: the member fenced itself by its own clock before its lease lapsed; the blocklist makes sure
   // that nothing it still had in flight reaches the OSDs after this point.
-  std::string fenced = "not blocklisted (no address recorded)";
-  if (options_.blocklist && !r.address.empty()) {
-    auto b = registry_->blocklist(r.address, options_.blocklist_seconds);
-    fenced = b ? "blocklisted " + r.address : "blocklisting failed: " + b.error().message;
+  // The record as it is now, after the takeover: a member that stopped cleanly said so before it let go.
+  auto now = registry_->find(r.member);
+  const MemberRecord current = now && *now ? **now : r;
+  std::string fenced =
+      current.stopped_cleanly ? "it stopped cleanly: nothing to fence" : "not blocklisted (no address recorded)";
+  if (options_.blocklist && !current.stopped_cleanly && !current.address.empty()) {
+    auto b = registry_->blocklist(current.address, options_.blocklist_seconds);
+    fenced = b ? "blocklisted " + current.address : "blocklisting failed: " + b.error().message;
     if (!b) spdlog::error("gateway group {}: {}", options_.place.group, b.error().message);
   }
   std::lock_guard lock(mu_);

@@ -42,11 +42,8 @@ std::string encode_record(const MemberRecord& r) {
   for (const auto& l : r.listeners) {
     listeners.push_back(json{{"transport", l.transport}, {"address", l.address}, {"port", l.port}, {"tls", l.tls}});
   }
-  return json{{"member", r.member},
-              {"ana_groups", r.ana_groups},
-              {"listeners", listeners},
-              {"address", r.address},
-              {"started_unix_ms", r.started_unix_ms}}
+  return json{{"member", r.member},   {"ana_groups", r.ana_groups},           {"listeners", listeners},
+              {"address", r.address}, {"stopped_cleanly", r.stopped_cleanly}, {"started_unix_ms", r.started_unix_ms}}
       .dump();
 }
 
@@ -81,6 +78,8 @@ Result<MemberRecord> decode_record(const std::string& member, const std::string&
   }
   const auto addr = j.find("address");
   if (addr != j.end() && addr->is_string()) r.address = addr->get<std::string>();
+  if (const auto clean = j.find("stopped_cleanly"); clean != j.end() && clean->is_boolean())
+    r.stopped_cleanly = clean->get<bool>();
   const auto started = j.find("started_unix_ms");
   if (started != j.end() && started->is_number_integer()) r.started_unix_ms = started->get<int64_t>();
   return r;
@@ -152,6 +151,15 @@ Result<std::vector<MemberRecord>> MemberRegistry::list() {
     rados_omap_get_end(it);
     if (more == 0) return out;
   }
+}
+
+Result<std::optional<MemberRecord>> MemberRegistry::find(const std::string& member) {
+  auto all = list();
+  if (!all) return tl::unexpected(all.error());
+  for (auto& r : *all) {
+    if (r.member == member) return std::optional<MemberRecord>(std::move(r));
+  }
+  return std::optional<MemberRecord>{};
 }
 
 Result<LockHolder> MemberRegistry::holder(const std::string& member, const std::string& lock) {

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,9 @@ struct MemberRecord {
   std::vector<uint32_t> ana_groups;  // its home ANA groups, ascending
   std::string address;               // its Ceph client instance ("IP:PORT/NONCE"), for blocklisting
   int64_t started_unix_ms = 0;       // when this incarnation of the member started
+  // Written before a clean stop releases the member's locks: a survivor that takes its lease then has
+  // nothing to fence (blocklisting it would break the member's own shutdown: its images' last flush).
+  bool stopped_cleanly = false;
   friend bool operator==(const MemberRecord&, const MemberRecord&) = default;
 };
 
@@ -56,6 +60,8 @@ class MemberRegistry {
   // Every member's record, by member name. A record that does not parse is skipped with a log line (a hand
   // edit must not stop the group from failing over the others).
   Result<std::vector<MemberRecord>> list();
+  // One member's record (nullopt when it has none).
+  Result<std::optional<MemberRecord>> find(const std::string& member);
   // Who holds `lock` (kLeaseLock / kAliveLock) on `member`'s object now (lapsed locks count as free).
   Result<LockHolder> holder(const std::string& member, const std::string& lock);
   // This process's Ceph client instance address, as the OSDs see it.
