@@ -150,8 +150,8 @@ class RadosSideObject final : public SideObject {
                   std::string where)
       : cluster_(cluster),
         io_(io),
-        oid_(oid),
-        where_(where),
+        oid_(std::move(oid)),
+        where_(std::move(where)),
         versioned_(std::move(cluster), versioned_io, oid_, "rados object", where_ + "/" + oid_) {}
   ~RadosSideObject() override { rados_ioctx_destroy(io_); }
 
