@@ -558,19 +558,9 @@ TEST_F(GroupE2e, TheCawCounterThroughTwoMembersEndsExact) {
   ASSERT_TRUE(start(a, "gw-a", 1, "  standby_state: non_optimized\n"));
   ASSERT_TRUE(start(b, "gw-b", 2, "  standby_state: non_optimized\n"));
   ASSERT_TRUE(settled({&a, &b}));
-  std::vector<std::unique_ptr<rdmablk::initiator::Controller>> ctrls;
-  std::vector<std::unique_ptr<rdmablk::initiator::IoQueue>> queues;
-  std::vector<rdmablk::initiator::IoQueue*> raw;
-  for (TargetProcess* t : {&a, &b}) {
-    for (const char* host : {kHostA, kHostB}) {
-      ctrls.push_back(connect_or_fail(controller_options(t->io_port(), kSubnqn, host), *t));
-      ASSERT_TRUE(ctrls.back());
-      queues.push_back(io_queue_or_fail(*ctrls.back(), 1));
-      ASSERT_TRUE(queues.back());
-      raw.push_back(queues.back().get());
-    }
-  }
-  const CawCounterResult r = run_caw_counter(raw, 40, 200);
+  CawQueues q;
+  ASSERT_TRUE(connect_caw_queues({&a, &b}, q));
+  const CawCounterResult r = run_caw_counter(q.raw, 40, 200);
   EXPECT_TRUE(r.errors.empty()) << r.errors.front();
   EXPECT_EQ(r.final_value, 800u);
   std::printf("[ counter  ] through two group members, 4 connections x 200 increments: %llu, %d miscompares retried\n",

@@ -118,25 +118,15 @@ TEST(RbdE2e, CompareAndWriteCounterThroughTwoTargets) {
   TargetProcess a, b;
   ASSERT_TRUE(a.start(config_with_namespaces(rbd_namespace(*cluster, image))));
   ASSERT_TRUE(b.start(config_with_namespaces(rbd_namespace(*cluster, image))));
-  std::vector<std::unique_ptr<rdmablk::initiator::Controller>> ctrls;
-  std::vector<std::unique_ptr<IoQueue>> queues;
-  std::vector<IoQueue*> raw;
-  for (TargetProcess* t : {&a, &b}) {
-    for (const char* host : {kHostA, kHostB}) {
-      ctrls.push_back(connect_or_fail(controller_options(t->io_port(), kSubnqn, host), *t));
-      ASSERT_TRUE(ctrls.back());
-      queues.push_back(io_queue_or_fail(*ctrls.back(), 1));
-      ASSERT_TRUE(queues.back());
-      raw.push_back(queues.back().get());
-    }
-  }
-  const CawCounterResult r = run_caw_counter(raw, 40, 200);
+  CawQueues q;
+  ASSERT_TRUE(connect_caw_queues({&a, &b}, q));
+  const CawCounterResult r = run_caw_counter(q.raw, 40, 200);
   EXPECT_TRUE(r.errors.empty()) << r.errors.front() << "\n--- A ---\n" << a.log() << "\n--- B ---\n" << b.log();
   EXPECT_EQ(r.final_value, 800u);
   std::printf("[ counter  ] rbd through two targets, 4 connections x 200 increments: %llu, %d miscompares retried\n",
               static_cast<unsigned long long>(r.final_value), r.retries);
-  queues.clear();
-  ctrls.clear();
+  q.queues.clear();  // the queues before their controllers
+  q.ctrls.clear();
   EXPECT_TRUE(a.stop());
   EXPECT_TRUE(b.stop());
 }

@@ -7,6 +7,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstring>
+#include <initializer_list>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -123,6 +125,28 @@ inline CawCounterResult run_caw_counter(const std::vector<rdmablk::initiator::Io
   }
   out.final_value = caw_detail::counter_of(block);
   return out;
+}
+
+// Hosts A and B connected to each of `targets`, one I/O queue each: the counter through several targets
+// (two plain targets, or two members of a gateway group, on one rbd image). Fails the test on an error.
+struct CawQueues {
+  std::vector<std::unique_ptr<rdmablk::initiator::Controller>> ctrls;
+  std::vector<std::unique_ptr<rdmablk::initiator::IoQueue>> queues;
+  std::vector<rdmablk::initiator::IoQueue*> raw;  // what run_caw_counter takes
+};
+inline ::testing::AssertionResult connect_caw_queues(std::initializer_list<TargetProcess*> targets, CawQueues& out) {
+  for (TargetProcess* t : targets) {
+    for (const char* host : {kHostA, kHostB}) {
+      auto c = rdmablk::initiator::Controller::connect(controller_options(t->io_port(), kSubnqn, host));
+      if (!c) return ::testing::AssertionFailure() << c.error().message << "\n--- target log ---\n" << t->log();
+      auto q = (*c)->connect_io_queue(1, 32);
+      if (!q) return ::testing::AssertionFailure() << q.error().message;
+      out.raw.push_back(q->get());
+      out.queues.push_back(std::move(*q));
+      out.ctrls.push_back(std::move(*c));
+    }
+  }
+  return ::testing::AssertionSuccess();
 }
 
 }  // namespace e2e
