@@ -107,6 +107,8 @@ struct Daemon::Impl {
   Result<void> join_group_state();
   // The control loop: a newer group state the reader thread read, applied (or refused with a log line).
   void apply_group_change();
+  // `next` (the group's state `group_edits` last read) is what runs now: noted, and cached in the overlay.
+  void took_group_state(manage::ManagedConfig next);
   // Only a socket the config or the command line names is an error when it cannot open.
   Result<void> open_control_socket(ControlHooks hooks);
   Result<void> open_metrics(std::function<TargetStatus()> status);
@@ -408,9 +410,7 @@ Result<nlohmann::json> Daemon::manage_group(const std::string& verb, const nlohm
     return make_error(fmt::format("stored in the {} for every member, but this member could not apply it: {}",
                                   s.group_edits->where(), summary.error().message));
   }
-  s.managed = std::move(proposal->next);
-  s.group_edits->applied(s.group_edits->last_version());
-  if (auto saved = manage::save_overlay(s.managed); !saved) spdlog::warn("group state cache: {}", saved.error().message);
+  s.took_group_state(std::move(proposal->next));
   spdlog::info("ctl {} {} (for the group): {}", verb, shown.dump(), *summary);
   s.group_edits->notify_members();
   return nlohmann::json{{"changed", true}, {"summary", *summary}, {"group_version", s.group_edits->last_version()}};
@@ -428,12 +428,16 @@ Result<void> Daemon::Impl::join_group_state() {
                   managed.edits.size());
     return {};
   }
-  managed = std::move(*loaded);
+  took_group_state(std::move(*loaded));
   config = managed.config;
-  group_edits->applied(group_edits->last_version());
-  if (auto saved = manage::save_overlay(managed); !saved) spdlog::warn("group state cache: {}", saved.error().message);
   spdlog::info("{}: version {}, {} edits", group_edits->where(), group_edits->last_version(), managed.edits.size());
   return {};
+}
+
+void Daemon::Impl::took_group_state(manage::ManagedConfig next) {
+  managed = std::move(next);
+  group_edits->applied(group_edits->last_version());
+  if (auto saved = manage::save_overlay(managed); !saved) spdlog::warn("group state cache: {}", saved.error().message);
 }
 
 void Daemon::Impl::apply_group_change() {
@@ -450,9 +454,7 @@ void Daemon::Impl::apply_group_change() {
                   group_edits->where(), group_edits->last_version(), summary.error().message);
     return;
   }
-  managed = std::move(**next);
-  group_edits->applied(group_edits->last_version());
-  if (auto saved = manage::save_overlay(managed); !saved) spdlog::warn("group state cache: {}", saved.error().message);
+  took_group_state(std::move(**next));
   spdlog::info("{} version {} applied: {}", group_edits->where(), group_edits->last_version(), *summary);
 }
 

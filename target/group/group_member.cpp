@@ -38,7 +38,6 @@ GroupMember::GroupMember(std::shared_ptr<backend::RadosCluster> cluster, std::un
   record_.member = options_.member;
   record_.ana_groups = options_.home_groups;
   record_.listeners = options_.listeners;
-  record_.address = registry_->client_address();
   record_.started_unix_ms = unix_ms_now();
   known_groups_.insert(options_.home_groups.begin(), options_.home_groups.end());
 }
@@ -346,16 +345,6 @@ Result<void> GroupMember::hand_back_now(const std::string& member) {
   }
   hand_back(member);
   return {};
-}
-
-GroupOwnership GroupMember::ownership() const {
-  std::lock_guard lock(mu_);
-  return published_;
-}
-
-void GroupMember::reassert() {
-  std::lock_guard lock(mu_);
-  changed_(published_);
 }
 
 GroupMemberStatus GroupMember::status() const {

@@ -99,10 +99,7 @@ class GroupMember {
   // Stops the threads; `release`: gives up every lease (a clean shutdown: survivors take over at their
   // next tick instead of waiting for the leases to lapse). Idempotent.
   void stop(bool release);
-  GroupOwnership ownership() const;
   GroupMemberStatus status() const;
-  // Called again with the current ownership (after the daemon reloaded its config).
-  void reassert();
   // Manual failback (`ctl group handback MEMBER`): stops serving `member`'s groups and releases its lease,
   // which the member, when alive, takes at its next tick. Error when this member does not hold it.
   Result<void> hand_back_now(const std::string& member);

@@ -48,6 +48,16 @@ protocol::Status NamespaceReservations::check_locked(const HostId& host, Access 
   return check_access(state_, host, access);
 }
 
+namespace {
+
+Outcome internal_error() {
+  Outcome failed;
+  failed.status = st::internal_error;
+  return failed;
+}
+
+}  // namespace
+
 template <typename Command>
 Outcome NamespaceReservations::run(Command&& command) {
   if (shared_ != nullptr) return run_shared(std::forward<Command>(command));
@@ -61,9 +71,7 @@ Outcome NamespaceReservations::run(Command&& command) {
       spdlog::error("{}: reservations: {}; the command fails and the state stays as it was", label_,
                     saved.error().message);
       state_ = before;
-      Outcome failed;
-      failed.status = st::internal_error;
-      return failed;
+      return internal_error();
     }
   }
   reserved_.store(state_.type != ReservationType::none, std::memory_order_release);
@@ -74,12 +82,6 @@ namespace {
 
 constexpr int kSharedAttempts = 16;
 constexpr std::chrono::milliseconds kSharedNotifyTimeout{10'000};
-
-Outcome internal_error() {
-  Outcome failed;
-  failed.status = st::internal_error;
-  return failed;
-}
 
 }  // namespace
 
