@@ -408,6 +408,9 @@ Result<void> validate_environment(const TargetConfig& config, EnvironmentChecks 
 // "metrics", "tls_psk_derivation". Empty when a reload applies everything (listeners are opened, closed
 // and changed live).
 std::vector<std::string> restart_only_changes(const TargetConfig& running, const TargetConfig& reread);
+// "10.0.0.1:4420", "[::1]:4420": how messages, `ctl ana set` and the core name an endpoint.
+std::string host_port(const std::string& address, uint16_t port);
+
 // Whether two listeners agree on everything but `ana`: the endpoint, its role and its TCP settings.
 bool same_listener_settings(const ListenerConfig& a, const ListenerConfig& b) noexcept;
 

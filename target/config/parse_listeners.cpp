@@ -20,12 +20,6 @@ std::optional<IpAddress> parse_ip(const std::string& text) {
   return std::nullopt;
 }
 
-// "10.0.0.1:4420", "[::1]:4420".
-std::string host_port(const std::string& address, uint16_t port) {
-  bool v6 = address.find(':') != std::string::npos;
-  return (v6 ? "[" + address + "]" : address) + ":" + std::to_string(port);
-}
-
 std::string endpoint(const ListenerConfig& l) {
   return std::string(transport::transport_name(l.transport)) + " " + host_port(l.address, l.port);
 }

@@ -50,8 +50,8 @@ struct IpAddress {
 };
 
 std::optional<IpAddress> parse_ip(const std::string& text);
-// "10.0.0.1:4420", "[::1]:4420".
-std::string host_port(const std::string& address, uint16_t port);
+// "10.0.0.1:4420", "[::1]:4420": config.h's host_port.
+using rdmablk::target::host_port;
 // "tcp 10.0.0.1:4420".
 std::string endpoint(const ListenerConfig& l);
 // Two TCP sockets that could not both bind: the same port, and the same address or a wildcard that

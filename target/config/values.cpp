@@ -7,6 +7,11 @@
 
 namespace rdmablk::target {
 
+std::string host_port(const std::string& address, uint16_t port) {
+  bool v6 = address.find(':') != std::string::npos;
+  return (v6 ? "[" + address + "]" : address) + ":" + std::to_string(port);
+}
+
 const char* listener_role_name(ListenerRole r) noexcept {
   switch (r) {
     case ListenerRole::io:

@@ -35,11 +35,6 @@ void set_listener_states(TargetConfig& config, const std::set<uint32_t>& all, co
   }
 }
 
-std::string endpoint_of(const ListenerConfig& l) {
-  return l.address.find(':') != std::string::npos ? "[" + l.address + "]:" + std::to_string(l.port)
-                                                  : l.address + ":" + std::to_string(l.port);
-}
-
 }  // namespace
 
 void DaemonGroup::start_fenced(TargetConfig& config) {
@@ -107,7 +102,7 @@ void DaemonGroup::applied_locked(const TargetConfig& config) {
   config_groups_ = groups_of(config);
   io_listeners_.clear();
   for (const auto& l : config.listeners) {
-    if (l.role == ListenerRole::io) io_listeners_.push_back(endpoint_of(l));
+    if (l.role == ListenerRole::io) io_listeners_.push_back(host_port(l.address, l.port));
   }
 }
 
