@@ -1,6 +1,7 @@
 #include "target/core/range_lock.h"
 
 #include <algorithm>
+#include <condition_variable>
 
 namespace rdmablk::target {
 
@@ -120,6 +121,40 @@ void RangeLocks::grant_locked(const RangeWaiter* inline_waiter) noexcept {
     l.granted = true;
     if (&l != inline_waiter) l.resume(l);
   }
+}
+
+namespace {
+
+// wait_out_writes()'s lock: resume runs under RangeLocks' mutex on the releasing thread.
+struct BlockingWaiter {
+  RangeWaiter w;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool granted = false;
+};
+
+void wake(RangeWaiter& w) noexcept {
+  auto* b = static_cast<BlockingWaiter*>(w.context);
+  std::lock_guard g(b->mu);
+  b->granted = true;
+  b->cv.notify_all();
+}
+
+}  // namespace
+
+bool RangeLocks::wait_out_writes(std::chrono::milliseconds limit) noexcept {
+  BlockingWaiter b;
+  b.w.nlb = UINT64_MAX;  // every block
+  b.w.context = &b;
+  b.w.resume = &wake;
+  bool granted = lock(b.w);
+  if (!granted && b.w.tracked) {
+    std::unique_lock g(b.mu);
+    granted = b.cv.wait_for(g, limit, [&] { return b.granted; });
+  }
+  // Not under b.mu (wake takes it under mu_). Afterwards no wake can come: unlock took the waiter out under mu_.
+  unlock(b.w);
+  return granted;
 }
 
 std::size_t RangeLocks::locks_held() const {

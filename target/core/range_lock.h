@@ -13,6 +13,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <mutex>
 #include <vector>
@@ -46,8 +47,14 @@ class RangeLocks {
   bool lock(RangeWaiter& w) noexcept;
   void unlock(RangeWaiter& w) noexcept;
 
+  // Blocks the calling thread (never a reactor's: the writes may need it to end) until every write that
+  // started before the call has ended, as a lock over the whole namespace is granted, then lets the lock go.
+  // False when `limit` passed first (or no memory to wait): the writes may still be running.
+  bool wait_out_writes(std::chrono::milliseconds limit) noexcept;
+
   // For tests and statistics.
   std::size_t locks_held() const;
+  std::size_t locks_asked() const noexcept { return lockers_.load(); }  // held or waiting
   std::size_t writes_waiting() const;
 
  private:

@@ -105,6 +105,42 @@ TEST(RangeLocks, AWriteEndingWhileWaitingLeavesNothingBehind) {
 
 // Writers on several threads and a locker: the locked range is never written while held. Each writer marks
 // its range busy between begin_write and end_write; the lock holder checks no mark overlaps.
+// A thread that is not a reactor waits for the writes already out (another gateway group member's Preempt and
+// Abort, target/commands/reservations.cpp): it returns once they ended, and leaves no lock behind.
+TEST(RangeLocks, WaitingOutWritesBlocksUntilTheyEnded) {
+  RangeLocks locks;
+  EXPECT_TRUE(locks.wait_out_writes(std::chrono::milliseconds(0))) << "nothing out: at once";
+  Waiter w(100, 8);
+  ASSERT_TRUE(locks.begin_write(w));
+  std::atomic<bool> returned{false};
+  std::atomic<bool> result{false};
+  std::thread waiter([&] {
+    result = locks.wait_out_writes(std::chrono::minutes(10));
+    returned = true;
+  });
+  while (locks.locks_asked() == 0) std::this_thread::yield();
+  EXPECT_FALSE(returned) << "returned while a write was out";
+  locks.end_write(w);
+  waiter.join();
+  EXPECT_TRUE(result);
+  EXPECT_EQ(locks.locks_asked(), 0u);
+  Waiter next(0, 8);
+  EXPECT_TRUE(locks.begin_write(next)) << "writes go on at once again";
+  locks.end_write(next);
+}
+
+TEST(RangeLocks, WaitingOutWritesGivesUpAtItsLimitAndLeavesNothing) {
+  RangeLocks locks;
+  Waiter w(0, 8);
+  ASSERT_TRUE(locks.begin_write(w));
+  EXPECT_FALSE(locks.wait_out_writes(std::chrono::milliseconds(1)));
+  EXPECT_EQ(locks.locks_asked(), 0u);
+  Waiter next(0, 8);
+  EXPECT_TRUE(locks.begin_write(next)) << "no lock left to hold writes back";
+  locks.end_write(next);
+  locks.end_write(w);
+}
+
 TEST(RangeLocks, NoWriteOverlapsAHeldLockAcrossThreads) {
   RangeLocks locks;
   std::atomic<int> in_range{0};  // writers inside [0, 4) right now
