@@ -114,7 +114,7 @@ void TargetCore::reservation_data_ready(CoreQueue& q, TargetRequest& req) noexce
     finish(req, out.status);
     return;
   }
-  if (!out.notices.empty()) send_reservation_notices(*q.ctrl, slot->nsid, out.notices);
+  if (!out.notices.empty()) send_reservation_notices(q.ctrl->subsys->nqn, slot->nsid, out.notices);
   if (out.abort_hosts.empty()) {
     finish(req, st::success);
     return;
@@ -139,13 +139,12 @@ void TargetCore::reservation_report(CoreQueue& q, TargetRequest& req) noexcept {
   finish_with_data(req, *page);
 }
 
-void TargetCore::send_reservation_notices(const Controller& issuer, uint32_t nsid,
-                                          std::span<const rv::Notice> notices) {
+void TargetCore::send_reservation_notices(std::string_view subnqn, uint32_t nsid, std::span<const rv::Notice> notices) {
   EventReleases notify;
   {
     std::lock_guard lock(mu_);
     for (const auto& [cntlid, c] : controllers_) {
-      if (c->dead || c->subsys != issuer.subsys) continue;
+      if (c->dead || c->subsys == nullptr || c->subsys->nqn != subnqn) continue;
       bool queued = false;
       for (const rv::Notice& n : notices)
         if (n.host == c->hostid && queue_notice(*c, nsid, n.type)) queued = true;
@@ -153,6 +152,44 @@ void TargetCore::send_reservation_notices(const Controller& issuer, uint32_t nsi
     }
   }
   for (const EventRelease& r : notify) post_deliver_events(r);
+}
+
+void TargetCore::take_group_reservation_events(std::string_view subnqn, uint32_t nsid, RangeLocks& locks,
+                                               std::span<const rv::GroupEvent> events) {
+  std::vector<rv::Notice> notices;
+  std::vector<rv::HostId> preempted;
+  for (const rv::GroupEvent& e : events) {
+    if (e.notice == rv::ReservationNotice::empty) {
+      preempted.push_back(e.host);
+    } else {
+      notices.push_back({e.host, e.notice});
+    }
+  }
+  if (!notices.empty()) send_reservation_notices(subnqn, nsid, notices);
+  bool connected = false;  // a preempted host has a controller here: its writes may be running
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [cntlid, c] : controllers_) {
+      connected |= !c->dead && c->subsys != nullptr && c->subsys->nqn == subnqn &&
+                   std::find(preempted.begin(), preempted.end(), c->hostid) != preempted.end();
+    }
+  }
+  // Under the member's notify timeout (namespace_reservations.cpp), so that it hears this member's answer.
+  constexpr std::chrono::seconds kWaitLimit{5};
+  if (!connected) return;
+  const auto started = std::chrono::steady_clock::now();
+  if (!locks.wait_out_writes(kWaitLimit)) {
+    spdlog::warn(
+        "{} namespace {}: a Preempt and Abort through another gateway group member: writes of the "
+        "preempted hosts were still running after {} s",
+        subnqn, nsid, kWaitLimit.count());
+    return;
+  }
+  spdlog::info(
+      "{} namespace {}: a Preempt and Abort through another gateway group member: the writes here "
+      "ended in {} ms",
+      subnqn, nsid,
+      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count());
 }
 
 // Preempt and Abort: a lock over the whole namespace, granted once every write started before it ended.

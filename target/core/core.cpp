@@ -31,8 +31,15 @@ Status check_data(const TargetRequest& req, transport::DataDirection dir, uint32
 
 TargetCore::TargetCore(const TargetConfig& config, std::vector<CoreReactor*> reactors, CoreOptions options)
     : limits_(config.limits), options_(std::move(options)), reactors_(std::move(reactors)),
-      ana_(config.listeners), namespace_hooks_{options_.on_namespace_resize, config.state_dir, config.group.enabled},
+      ana_(config.listeners),
+      namespace_hooks_{options_.on_namespace_resize, config.state_dir, config.group.enabled,
+                       [link = group_event_link_](const std::string& subnqn, uint32_t nsid, RangeLocks& locks,
+                                                  std::span<const reservations::GroupEvent> events) {
+                         std::lock_guard lock(link->mu);
+                         if (link->core != nullptr) link->core->take_group_reservation_events(subnqn, nsid, locks, events);
+                       }},
       listeners_(config.listeners), subsystem_configs_(config.subsystems) {
+  group_event_link_->core = this;
   // A backend queue serves every I/O queue of its reactor for one namespace.
   const uint64_t depth = std::clamp<uint64_t>(uint64_t{limits_.io_queue_depth} * limits_.max_io_queues, 256, 4096);
   for (CoreReactor* r : reactors_)
@@ -53,6 +60,10 @@ Result<std::unique_ptr<TargetCore>> TargetCore::create(const TargetConfig& confi
 }
 
 TargetCore::~TargetCore() {
+  {
+    std::lock_guard lock(group_event_link_->mu);  // waits for a listener that is running
+    group_event_link_->core = nullptr;
+  }
   for (auto& rs : reactor_states_) rs->detach();
   // Queues the transports never reported closed (the daemon stops reactors first): drop their state.
   for (auto& w : queues_) {

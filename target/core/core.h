@@ -300,9 +300,12 @@ class TargetCore final : public transport::TargetQueueHandler {
   // commands/reservations.cpp: the reservation commands, their log page and features
   void reservation_data_ready(CoreQueue& q, transport::TargetRequest& req) noexcept;  // Register, Acquire, Release
   void reservation_report(CoreQueue& q, transport::TargetRequest& req) noexcept;
-  // Queues reservation notices on the controllers of the hosts they name (of the issuer's subsystem).
-  void send_reservation_notices(const Controller& issuer, uint32_t nsid,
-                                std::span<const reservations::Notice> notices);
+  // Queues reservation notices on the controllers of subsystem `subnqn` of the hosts they name.
+  void send_reservation_notices(std::string_view subnqn, uint32_t nsid, std::span<const reservations::Notice> notices);
+  // Another gateway group member's reservation command (NamespaceHooks::on_group_reservation_events): its
+  // notices for this target's controllers; the writes here of the hosts it preempted end before it returns.
+  void take_group_reservation_events(std::string_view subnqn, uint32_t nsid, RangeLocks& locks,
+                                     std::span<const reservations::GroupEvent> events);
   void wait_out_writes(CoreQueue& q, transport::TargetRequest& req, NsSlot& slot) noexcept;  // Preempt and Abort
   void reservation_lock_granted(CoreQueue& q, transport::TargetRequest& req) noexcept;
   std::vector<uint8_t> reservation_log_locked(Controller& ctrl, const protocol::GetLogPageCommand& cmd,
@@ -324,7 +327,14 @@ class TargetCore final : public transport::TargetQueueHandler {
   // subsystems_. The I/O path takes none of them (AnaPort states are atomics).
   AdmissionGate gate_{options_.auth_failures};  // host admission and DH-HMAC-CHAP failure limits
   AnaRegistry ana_;                              // ANA ports per listener (a copy of listeners_), change count
-  const NamespaceHooks namespace_hooks_;         // for every namespace it opens (state_dir is restart-only)
+  // What a namespace's group reservation listener reaches the core by; cut (under its lock) when the core
+  // goes, so that a listener that outlives the core does nothing.
+  struct GroupEventLink {
+    std::mutex mu;
+    TargetCore* core = nullptr;
+  };
+  const std::shared_ptr<GroupEventLink> group_event_link_ = std::make_shared<GroupEventLink>();
+  const NamespaceHooks namespace_hooks_;  // for every namespace it opens (state_dir is restart-only)
 
   mutable std::mutex mu_;  // control path: everything below
   std::vector<ListenerConfig> listeners_;

@@ -55,7 +55,14 @@ Result<std::shared_ptr<Namespace>> open_namespace(const NamespaceConfig& config,
   ns->reservations = std::make_shared<reservations::NamespaceReservations>(
       reservations::reservation_store_for(*ns->backend, hooks.state_dir, subnqn, config.nsid),
       fmt::format("{} namespace {}", subnqn, config.nsid));
-  if (hooks.group && ns->reservations->share()) {
+  reservations::NamespaceReservations::GroupListener listener;
+  if (hooks.on_group_reservation_events) {
+    listener = [on = hooks.on_group_reservation_events, nqn = std::string(subnqn), nsid = config.nsid,
+                locks = ns->range_locks](std::span<const reservations::GroupEvent> events) {
+      on(nqn, nsid, *locks, events);
+    };
+  }
+  if (hooks.group && ns->reservations->share(std::move(listener))) {
     spdlog::info("{} namespace {}: reservations shared with the gateway group", subnqn, config.nsid);
   }
   ns->reservations->load();

@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -63,6 +64,12 @@ struct NamespaceHooks {
   // A gateway group member (TargetConfig::group): reservations of namespaces whose store several targets
   // share (RBD) are read and written through the group's coherent protocol (namespace_reservations.h).
   bool group = false;
+  // In a group: the reservation events another member wrote for namespace `nsid` of `subnqn` (its notices
+  // for this target's controllers, its preempted hosts), on a librados thread before the member's command
+  // completes (NamespaceReservations::share). `locks`: the namespace's range locks.
+  std::function<void(const std::string& subnqn, uint32_t nsid, RangeLocks& locks,
+                     std::span<const reservations::GroupEvent> events)>
+      on_group_reservation_events;
 };
 
 // Opens the backend a namespace config describes, and loads the namespace's saved reservations (a file

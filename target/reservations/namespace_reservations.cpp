@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "target/reservations/state_format.h"
 
 namespace rdmablk::target::reservations {
@@ -85,7 +87,7 @@ constexpr std::chrono::milliseconds kSharedNotifyTimeout{10'000};
 
 }  // namespace
 
-bool NamespaceReservations::share() {
+bool NamespaceReservations::share(GroupListener listener) {
   backend::RadosObject* object = store_ != nullptr ? store_->shared_object() : nullptr;
   if (object == nullptr) return false;
   if (auto c = object->create(); !c) {
@@ -96,16 +98,19 @@ bool NamespaceReservations::share() {
     spdlog::error("{}: reservations: {}; not shared with the group", label_, w.error().message);
     return false;
   }
+  listener_ = std::move(listener);
   shared_ = object;
   return true;
 }
 
-Result<ReservationState> NamespaceReservations::read_shared(backend::RadosObject::Snapshot* seen) const {
+Result<ReservationState> NamespaceReservations::read_shared(backend::RadosObject::Snapshot* seen,
+                                                            std::vector<GroupEvent>* events) const {
   auto snap = shared_->read();
   if (!snap) return tl::unexpected(snap.error());
   ReservationState state;
+  events->clear();
   if (snap->exists && !snap->bytes.empty()) {
-    auto parsed = parse_state(snap->bytes);
+    auto parsed = parse_state(snap->bytes, events);
     if (!parsed) {
       return make_error(fmt::format("{}: not a reservation state ({})", shared_->object(),
                                     state_format_problem_name(parsed.error().problem)),
@@ -121,30 +126,71 @@ Result<ReservationState> NamespaceReservations::read_shared(backend::RadosObject
 // member that restarts is not the subsystem losing power.
 void NamespaceReservations::refresh_shared() {
   backend::RadosObject::Snapshot seen;
-  auto state = read_shared(&seen);
+  std::vector<GroupEvent> events;
+  auto state = read_shared(&seen, &events);
   if (!state) {
     spdlog::error("{}: reservations: {}; keeping the state known here", label_, state.error().message);
     return;
   }
-  std::lock_guard lock(mu_);
-  state_ = std::move(*state);
-  reserved_.store(state_.type != ReservationType::none, std::memory_order_release);
+  std::vector<GroupEvent> fresh;
+  {
+    std::lock_guard lock(mu_);
+    state_ = std::move(*state);
+    reserved_.store(state_.type != ReservationType::none, std::memory_order_release);
+    fresh = take_new_events_locked(events);
+  }
+  if (!fresh.empty() && listener_) listener_(fresh);
 }
+
+std::vector<GroupEvent> NamespaceReservations::take_new_events_locked(const std::vector<GroupEvent>& events) {
+  std::vector<GroupEvent> fresh;
+  if (events.empty()) {
+    events_read_ = true;
+    return fresh;
+  }
+  const bool first = !events_read_;
+  events_read_ = true;
+  // Sequence numbers wrap: newer = ahead by less than half the space.
+  const auto newer = [](uint32_t a, uint32_t b) { return static_cast<int32_t>(a - b) > 0; };
+  for (const GroupEvent& e : events) {
+    if (first || !newer(e.seq, last_event_)) continue;
+    if (std::find(own_events_.begin(), own_events_.end(), e.seq) == own_events_.end()) fresh.push_back(e);
+  }
+  if (first || newer(events.back().seq, last_event_)) last_event_ = events.back().seq;
+  std::erase_if(own_events_, [&](uint32_t seq) { return !newer(seq, last_event_); });
+  return fresh;
+}
+
+namespace {
+
+// The events a command adds for the other members, numbered after `events`' newest (or `last` without any).
+void append_command_events(std::vector<GroupEvent>& events, uint32_t last, const Outcome& out) {
+  uint32_t seq = events.empty() ? last : events.back().seq;
+  for (const Notice& n : out.notices) events.push_back({++seq, n.host, n.type});
+  for (const HostId& h : out.abort_hosts) events.push_back({++seq, h, ReservationNotice::empty});
+  if (events.size() > kMaxGroupEvents)
+    events.erase(events.begin(), events.end() - static_cast<std::ptrdiff_t>(kMaxGroupEvents));
+}
+
+}  // namespace
 
 template <typename Command>
 Outcome NamespaceReservations::run_shared(Command&& command) {
   std::unique_lock lock(mu_);
   for (int attempt = 0; attempt < kSharedAttempts; ++attempt) {
     backend::RadosObject::Snapshot seen;
-    auto current = read_shared(&seen);
+    std::vector<GroupEvent> events;
+    auto current = read_shared(&seen, &events);
     if (!current) {
       spdlog::error("{}: reservations: {}; the command fails", label_, current.error().message);
       return internal_error();
     }
     ReservationState next = *current;
     Outcome out = command(next);
+    std::vector<GroupEvent> all = events;
     if (out.changed) {
-      const std::vector<uint8_t> bytes = serialize_state(next);
+      append_command_events(all, last_event_, out);
+      const std::vector<uint8_t> bytes = serialize_state(next, all);
       auto written = shared_->write_if(seen, bytes);
       if (!written && written.error().errno_value == ECANCELED) continue;  // another member was first: again
       if (!written) {
@@ -155,6 +201,10 @@ Outcome NamespaceReservations::run_shared(Command&& command) {
     }
     state_ = out.changed ? std::move(next) : std::move(*current);
     reserved_.store(state_.type != ReservationType::none, std::memory_order_release);
+    // This member's own events (the newest of `all`) reach its controllers from the command: the watch passes
+    // them over.
+    const std::size_t added = out.changed ? std::min(all.size(), out.notices.size() + out.abort_hosts.size()) : 0;
+    for (std::size_t i = all.size() - added; i < all.size(); ++i) own_events_.push_back(all[i].seq);
     lock.unlock();
     // Every member has taken the change in when this returns: what the host is told next holds everywhere.
     if (out.changed) {

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -23,6 +24,7 @@
 #include "backend/rados_object.h"
 #include "target/reservations/ptpl_store.h"
 #include "target/reservations/reservation_model.h"
+#include "target/reservations/state_format.h"
 
 namespace rdmablk::target::reservations {
 
@@ -38,7 +40,13 @@ class NamespaceReservations {
   // A gateway group member: this namespace's state is the group's, in the store's shared object (RBD), read
   // before and written with a version check by every command, and watched. False when the store has no
   // shared object (the namespace keeps its own state). Before load().
-  bool share();
+  //
+  // A command's notices and preempted hosts are written with the state as events (state_format.h
+  // GroupEvent); every other member passes the events it had not seen to its listener from the watch, before
+  // it acknowledges the notification: its controllers of those hosts get their notices, and the writes of a
+  // preempted host end there too, before the Acquire completes through the member it came through.
+  using GroupListener = std::function<void(std::span<const GroupEvent> events)>;
+  bool share(GroupListener listener = {});
   // Reads the saved state (at open). An unusable saved state is logged and the namespace starts without
   // reservations (ptpl_store.h's recovery rules); a state saved with PTPL cleared is not kept either.
   void load();
@@ -71,15 +79,23 @@ class NamespaceReservations {
   // run() for a shared state: read, decide, write if unchanged meanwhile (else again), notify the members.
   template <typename Command>
   Outcome run_shared(Command&& command);
-  // The shared object's current state (none when absent or empty); the snapshot it came from in *seen.
-  Result<ReservationState> read_shared(backend::RadosObject::Snapshot* seen) const;
+  // The shared object's current state (none when absent or empty) and events; the snapshot it came from in
+  // *seen.
+  Result<ReservationState> read_shared(backend::RadosObject::Snapshot* seen, std::vector<GroupEvent>* events) const;
   void refresh_shared();  // a member changed it: take it in (on a librados thread)
+  // The events of `events` the watch had not brought yet, except this member's own (mu_ held); the first
+  // read takes them all as seen.
+  std::vector<GroupEvent> take_new_events_locked(const std::vector<GroupEvent>& events);
 
   mutable std::mutex mu_;
   ReservationState state_;
   std::atomic<bool> reserved_{false};  // state_.type != none, for check()'s fast path
   std::unique_ptr<ReservationStore> store_;
   backend::RadosObject* shared_ = nullptr;  // the group's state (share()), owned by store_
+  GroupListener listener_;                   // share()'s
+  bool events_read_ = false;                 // under mu_: the shared events were read once
+  uint32_t last_event_ = 0;                  // under mu_: the newest event the watch brought
+  std::vector<uint32_t> own_events_;         // under mu_: events written here, newer than last_event_
   std::string label_;
 };
 

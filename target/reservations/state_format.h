@@ -17,6 +17,12 @@
 //   24  4  count of registrants
 //   28  4  reserved, 0
 //   32  24 * count: host identifier (16), reservation key (8), in registration order
+// Version 2 (only where a gateway group shares the state, namespace_reservations.h; a state without events is
+// still written as version 1, so a file store never changes format): the version 1 payload, then
+//   0   4  count of events (at most kMaxGroupEvents)
+//   4   4  reserved, 0
+//   8   24 * count: sequence number (4), notice type (1; 0: an abort), reserved (3), host identifier (16),
+//          oldest first, each sequence number one more than the one before
 #pragma once
 
 #include <cstddef>
@@ -31,14 +37,32 @@
 namespace rdmablk::target::reservations {
 
 inline constexpr std::size_t kStateHeaderSize = 24;
-inline constexpr uint32_t kStateFormatVersion = 1;
+inline constexpr uint32_t kStateFormatVersion = 2;  // the newest this rdmablk reads and writes
 inline constexpr std::size_t kStatePayloadFixedSize = 32;
 inline constexpr std::size_t kStateRegistrantSize = 24;
-// The largest version 1 state (kMaxRegistrants registrants): a reader need not read past it.
-inline constexpr std::size_t kMaxStateSize =
-    kStateHeaderSize + kStatePayloadFixedSize + kStateRegistrantSize * kMaxRegistrants;
+inline constexpr std::size_t kStateEventsFixedSize = 8;
+inline constexpr std::size_t kStateEventSize = 24;
 
-std::vector<uint8_t> serialize_state(const ReservationState& state);
+// A reservation change made through one gateway group member that the other members act on for their own
+// controllers (namespace_reservations.h): a notice to the controllers of `host`, or (notice empty) a host
+// whose registration a Preempt and Abort removed, whose writes every member waits out.
+struct GroupEvent {
+  uint32_t seq = 0;  // one more than the event before it; wraps
+  HostId host{};
+  ReservationNotice notice = ReservationNotice::empty;
+  friend bool operator==(const GroupEvent&, const GroupEvent&) = default;
+};
+// The events a shared state keeps, the newest: a member that misses more between two reads (it was away)
+// misses their notices, which a host also loses when its log page overflows.
+inline constexpr std::size_t kMaxGroupEvents = 64;
+
+// The largest state (kMaxRegistrants registrants, kMaxGroupEvents events): a reader need not read past it.
+inline constexpr std::size_t kMaxStateSize = kStateHeaderSize + kStatePayloadFixedSize +
+                                             kStateRegistrantSize * kMaxRegistrants + kStateEventsFixedSize +
+                                             kStateEventSize * kMaxGroupEvents;
+
+// Version 1 without events, else version 2 with the newest kMaxGroupEvents of them.
+std::vector<uint8_t> serialize_state(const ReservationState& state, std::span<const GroupEvent> events = {});
 
 enum class StateFormatProblem : uint8_t {
   truncated,            // shorter than its header says: a torn write
@@ -53,7 +77,9 @@ struct StateFormatError {
 
 // The state in `bytes`, or what is wrong with them. Never trusts a field before the CRC has vouched for it,
 // and rejects a state the model could never produce (reservation_model.h inconsistency()).
-tl::expected<ReservationState, StateFormatError> parse_state(std::span<const uint8_t> bytes);
+// `events`, when given, gets the events a version 2 state carries (none for version 1).
+tl::expected<ReservationState, StateFormatError> parse_state(std::span<const uint8_t> bytes,
+                                                             std::vector<GroupEvent>* events = nullptr);
 
 const char* state_format_problem_name(StateFormatProblem p) noexcept;
 

@@ -7,14 +7,17 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <atomic>
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "caw_counter.h"
 #include "ceph/group_fixture.h"
 #include "initiator/host/shared_volume.h"
+#include "protocol/reservation.h"
 
 namespace {
 
@@ -443,6 +446,88 @@ TEST_F(GroupE2e, AReservationTakenThroughOneMemberHoldsOnEveryMember) {
     EXPECT_TRUE(allowed) << "host A is still the holder, through any member: "
                          << (allowed ? "" : allowed.error().message);
   }
+}
+
+// The oldest reservation notice queued on `c`'s controller (log page 80h): its type, 0 when none.
+uint8_t next_notice(rdmablk::initiator::Controller& c, uint32_t* nsid) {
+  auto page = c.get_log_page(rdmablk::protocol::LogPageId::reservation_notification, 0, 64);
+  if (!page || page->size() < sizeof(rdmablk::protocol::ReservationNotificationLog)) return 0xFF;
+  const auto log = rdmablk::protocol::load<rdmablk::protocol::ReservationNotificationLog>(page->data());
+  *nsid = log.nsid.get();
+  return log.type;
+}
+
+// Host A preempts and aborts host B's reservation through member A while host B writes through member B:
+// host B's controllers on B and C get the Registration Preempted notice (log page 80h), B and C wait host B's
+// running writes out before they acknowledge A's notification (they log it), and host B's next write through
+// B is a Reservation Conflict.
+TEST_F(GroupE2e, APreemptAndAbortThroughOneMemberReachesTheHostsOfTheOthers) {
+  namespace p = rdmablk::protocol;
+  using rdmablk::initiator::reservation_acquire;
+  using rdmablk::initiator::reservation_register;
+  TargetProcess a, b, c;
+  const std::string active_active = "  standby_state: non_optimized\n";
+  ASSERT_TRUE(start(a, "gw-a", 1, active_active));
+  ASSERT_TRUE(start(b, "gw-b", 2, active_active));
+  ASSERT_TRUE(start(c, "gw-c", 3, active_active));
+  ASSERT_TRUE(settled({&a, &b, &c}));
+  constexpr uint32_t kNs = 1;
+  auto host_a = connect_or_fail(controller_options(a.io_port(), kSubnqn, kHostA), a);
+  auto host_b = connect_or_fail(controller_options(b.io_port(), kSubnqn, kHostB), b);
+  auto host_b_via_c = connect_or_fail(controller_options(c.io_port(), kSubnqn, kHostB), c);
+  ASSERT_TRUE(host_a && host_b && host_b_via_c);
+  auto qa = io_queue_or_fail(*host_a, 1);
+  auto qb = io_queue_or_fail(*host_b, 1);
+  ASSERT_TRUE(qa && qb);
+  ASSERT_TRUE(reservation_register(*qa, kNs, p::RegisterAction::register_key, false, p::ChangePtpl::no_change, 0, 0xA));
+  ASSERT_TRUE(reservation_register(*qb, kNs, p::RegisterAction::register_key, false, p::ChangePtpl::no_change, 0, 0xB));
+  ASSERT_TRUE(
+      reservation_acquire(*qb, kNs, p::AcquireAction::acquire, false, p::ReservationType::write_exclusive, 0xB, 0));
+
+  // Host B writes through B in a loop until refused.
+  std::atomic<int> written{0};
+  std::atomic<bool> stop{false};  // only when the preempt failed: the writes would never be refused
+  std::string refusal;
+  std::thread writer([&] {
+    std::vector<uint8_t> block = pattern(8 * kBlock, 3);
+    for (uint64_t lba = 0; !stop; lba = (lba + 8) % 4096) {
+      auto w = write_blocks(*qb, kNs, lba, kBlock, block);
+      if (!w || !w->get_status().ok()) {
+        refusal = w ? "status" : w.error().message;
+        return;
+      }
+      ++written;
+    }
+  });
+  const bool flowing = wait_until([&] { return written.load() >= 20; });
+  const auto before = Clock::now();
+  auto preempt = reservation_acquire(*qa, kNs, p::AcquireAction::preempt_and_abort, false,
+                                     p::ReservationType::write_exclusive, 0xA, 0xB);
+  const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - before).count();
+  if (!preempt) stop = true;
+  writer.join();
+  ASSERT_TRUE(flowing) << "host B's writes did not flow through B";
+  ASSERT_TRUE(preempt) << preempt.error().message;
+  std::printf("preempt and abort through A with host B writing through B: %lld ms, %d writes before\n",
+              static_cast<long long>(took), written.load());
+  EXPECT_NE(refusal.find("Reservation Conflict"), std::string::npos) << refusal;
+
+  for (auto* via : {host_b.get(), host_b_via_c.get()}) {
+    uint32_t nsid = 0;
+    EXPECT_EQ(next_notice(*via, &nsid), static_cast<uint8_t>(p::ReservationNotice::registration_preempted))
+        << via->where();
+    EXPECT_EQ(nsid, kNs);
+    EXPECT_EQ(next_notice(*via, &nsid), static_cast<uint8_t>(p::ReservationNotice::empty)) << "one notice, once";
+  }
+  uint32_t nsid = 0;
+  EXPECT_EQ(next_notice(*host_a, &nsid), static_cast<uint8_t>(p::ReservationNotice::empty))
+      << "the preempting host is not told";
+  // B and C (host B has a controller on each) waited host B's writes out; A told itself.
+  for (const TargetProcess* m : {&b, &c}) {
+    EXPECT_NE(m->log().find("through another gateway group member: the writes here ended in"), std::string::npos)
+        << m->log();
+  }
+  EXPECT_EQ(a.log().find("through another gateway group member"), std::string::npos) << a.log();
 }
 
 // The CAW counter through two members of a group (every member serving namespace 1: non_optimized

@@ -129,12 +129,70 @@ TEST(ReservationStateFormatTest, TrailingBytesAndForeignFilesAreCorrupt) {
 TEST(ReservationStateFormatTest, ANewerVersionIsUnsupported) {
   auto b = serialize_state(sample());
   protocol::le32 v{};
-  v.set(2);
+  v.set(kStateFormatVersion + 1);
   protocol::store(&b[8], v);
   reseal(b);
   const auto parsed = parse_state(b);
   ASSERT_FALSE(parsed.has_value());
   EXPECT_EQ(parsed.error().problem, StateFormatProblem::unsupported_version);
+}
+
+// Version 2: a gateway group's state with the events the other members act on (namespace_reservations.h).
+std::vector<GroupEvent> sample_events() {
+  return {{41, kB, ReservationNotice::registration_preempted},
+          {42, kB, ReservationNotice::empty},
+          {43, kC, ReservationNotice::reservation_released}};
+}
+
+TEST(ReservationStateFormatTest, EventsRoundTripAsVersionTwo) {
+  const auto b = serialize_state(sample(), sample_events());
+  ASSERT_EQ(b.size(), 24u + 32u + 24u * sample().registrants.size() + 8u + 3u * 24u);
+  EXPECT_EQ(le32_at(b, 8), 2u);  // version
+  const std::size_t events_at = 24 + 32 + 24 * sample().registrants.size();
+  EXPECT_EQ(le32_at(b, events_at), 3u);       // count
+  EXPECT_EQ(le32_at(b, events_at + 8), 41u);  // the first event's sequence number
+  EXPECT_EQ(b[events_at + 12], 1);            // its notice type
+  EXPECT_TRUE(std::equal(kB.begin(), kB.end(), b.begin() + static_cast<std::ptrdiff_t>(events_at + 16)));
+  std::vector<GroupEvent> events;
+  const auto parsed = parse_state(b, &events);
+  ASSERT_TRUE(parsed.has_value()) << parsed.error().detail;
+  EXPECT_EQ(*parsed, sample());
+  EXPECT_EQ(events, sample_events());
+  // Without events the bytes stay version 1 (a PTPL file never changes format), and say so.
+  events = sample_events();
+  ASSERT_TRUE(parse_state(serialize_state(sample()), &events).has_value());
+  EXPECT_TRUE(events.empty());
+}
+
+TEST(ReservationStateFormatTest, OnlyTheNewestEventsAreKept) {
+  std::vector<GroupEvent> many;
+  for (uint32_t i = 0; i < kMaxGroupEvents + 10; ++i) many.push_back({0xFFFFFFF0u + i, kA, ReservationNotice::empty});
+  std::vector<GroupEvent> events;
+  ASSERT_TRUE(parse_state(serialize_state(sample(), many), &events).has_value());
+  ASSERT_EQ(events.size(), kMaxGroupEvents);
+  EXPECT_EQ(events.front(), many[10]);
+  EXPECT_EQ(events.back(), many.back());  // across the wrap of the sequence numbers
+}
+
+TEST(ReservationStateFormatTest, DamagedEventsAreDetected) {
+  const auto good = serialize_state(sample(), sample_events());
+  for (std::size_t len = 0; len < good.size(); ++len)
+    ASSERT_FALSE(parse_state(std::span<const uint8_t>(good.data(), len)).has_value()) << len;
+  const std::size_t events_at = 24 + 32 + 24 * sample().registrants.size();
+  auto gap = good;
+  gap[events_at + 8 + 24] = 99;  // the second event's sequence number does not follow the first's
+  reseal(gap);
+  auto parsed = parse_state(gap);
+  ASSERT_FALSE(parsed.has_value());
+  EXPECT_EQ(parsed.error().problem, StateFormatProblem::corrupt);
+  auto notice = good;
+  notice[events_at + 12] = 7;  // no such notice type
+  reseal(notice);
+  EXPECT_FALSE(parse_state(notice).has_value());
+  auto count = good;
+  count[events_at] = 4;  // more events than the bytes hold
+  reseal(count);
+  EXPECT_FALSE(parse_state(count).has_value());
 }
 
 // A checksum vouches for bytes, not for sense: a state the model cannot produce is refused too.
