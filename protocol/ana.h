@@ -19,6 +19,9 @@ enum class AnaState : uint8_t {
   change = 0x0F,
 };
 inline constexpr uint8_t kAnaStateMask = 0x0F;
+// The ANA group IDs a target offers: 1..kAnaGroupMax (Identify ANAGRPMAX = NANAGRPID, nvmet's
+// NVMET_MAX_ANAGRPS).
+inline constexpr uint32_t kAnaGroupMax = 128;
 
 // True for the five values the spec defines (a host rejects a log with anything else).
 constexpr bool is_valid_ana_state(uint8_t v) noexcept {

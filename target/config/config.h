@@ -54,10 +54,10 @@ inline constexpr uint16_t kDefaultMetricsPort = 9464;
 // Where a value came from in the YAML file (1-based); line 0 = not from a file (a default).
 using SourceLocation = config::SourceLocation;
 
-// Asymmetric Namespace Access: group IDs are 1..kAnaGroupMax (Identify ANAGRPMAX = NANAGRPID, nvmet's
-// NVMET_MAX_ANAGRPS). ANA is always reported, as nvmet does: with no `ana_group` and no `ana` keys every
-// namespace is in group 1, optimized on every listener, so a host can use native multipath as it is.
-inline constexpr uint32_t kAnaGroupMax = 128;
+// Asymmetric Namespace Access: group IDs are 1..kAnaGroupMax (protocol/ana.h). ANA is always reported, as
+// nvmet does: with no `ana_group` and no `ana` keys every namespace is in group 1, optimized on every
+// listener, so a host can use native multipath as it is.
+using protocol::kAnaGroupMax;
 inline constexpr uint32_t kDefaultAnaGroup = 1;
 // Controller IDs a subsystem hands out (cntlid_min / cntlid_max): the whole range unless configured.
 inline constexpr uint16_t kConfigCntlidMin = 1;

@@ -81,8 +81,8 @@ Result<std::unique_ptr<DaemonGroup>> DaemonGroup::start(const TargetConfig& conf
                                           [self](const group::GroupOwnership& own) { self->owned_changed(own); });
   if (!member) return make_error("group: " + member.error().message, member.error().errno_value);
   d->member_ = std::move(*member);
-  spdlog::info("gateway group {} ({}/{}): member {}, home ANA groups {}, lease {} s", g.name, g.pool, g.rados_namespace,
-               g.member, nlohmann::json(g.ana_groups).dump(), g.lease_seconds);
+  spdlog::info("gateway group {} ({}): member {}, home ANA groups {}, lease {} s", g.name,
+               group_place(g).pool_and_namespace(), g.member, nlohmann::json(g.ana_groups).dump(), g.lease_seconds);
   return d;
 }
 

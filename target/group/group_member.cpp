@@ -352,8 +352,7 @@ GroupMemberStatus GroupMember::status() const {
   GroupMemberStatus s;
   s.group = options_.place.group;
   s.member = options_.member;
-  s.where = options_.place.rados_namespace.empty() ? options_.place.pool
-                                                   : options_.place.pool + "/" + options_.place.rados_namespace;
+  s.where = options_.place.pool_and_namespace();
   s.lease = options_.lease;
   s.failback = options_.failback;
   s.ownership = published_;

@@ -7,8 +7,11 @@
 namespace rdmablk::target::group {
 
 std::string GroupPlace::where(const std::string& object) const {
-  return rados_namespace.empty() ? fmt::format("{}/{}", pool, object)
-                                 : fmt::format("{}/{}/{}", pool, rados_namespace, object);
+  return fmt::format("{}/{}", pool_and_namespace(), object);
+}
+
+std::string GroupPlace::pool_and_namespace() const {
+  return rados_namespace.empty() ? pool : fmt::format("{}/{}", pool, rados_namespace);
 }
 
 Result<rados_ioctx_t> open_ioctx(const backend::RadosCluster& cluster, const GroupPlace& place,

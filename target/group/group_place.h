@@ -17,6 +17,7 @@ struct GroupPlace {
 
   // "pool[/namespace]/object", for messages.
   std::string where(const std::string& object) const;
+  std::string pool_and_namespace() const;  // "POOL" or "POOL/NAMESPACE"
 };
 
 // An ioctx on the place's pool and namespace, for `object`. Errors start with `what` and name the pool.

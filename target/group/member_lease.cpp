@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -20,15 +21,26 @@ std::string new_cookie(const std::string& holder) {
   return fmt::format("{}@{}:{}:{}", holder, host, ::getpid(), counter.fetch_add(1));
 }
 
+// Splits a NUL-separated list as rados_list_lockers returns it.
+std::vector<std::string> split_nul(const char* buf, size_t len) {
+  std::vector<std::string> out;
+  std::string cur;
+  for (size_t i = 0; i < len; ++i) {
+    if (buf[i] == '\0') {
+      if (!cur.empty()) out.push_back(std::move(cur));
+      cur.clear();
+    } else {
+      cur.push_back(buf[i]);
+    }
+  }
+  if (!cur.empty()) out.push_back(std::move(cur));
+  return out;
+}
+
 // "COOKIE at ADDRESS", the lease's current holder as the OSD lists it (for an error message).
 std::string holder_of(rados_ioctx_t io, const std::string& object, const std::string& lock) {
-  int exclusive = 0;
-  char tag[256], clients[1024], cookies[1024], addrs[1024];
-  size_t tag_len = sizeof tag, clients_len = sizeof clients, cookies_len = sizeof cookies, addrs_len = sizeof addrs;
-  const ssize_t n = rados_list_lockers(io, object.c_str(), lock.c_str(), &exclusive, tag, &tag_len, clients,
-                                       &clients_len, cookies, &cookies_len, addrs, &addrs_len);
-  if (n <= 0) return "unknown";
-  return fmt::format("{} at {}", cookies, addrs);  // the first of each NUL-separated list
+  auto h = lock_holder(io, object, lock);
+  return h && h->held ? fmt::format("{} at {}", h->cookie, h->address) : "unknown";
 }
 
 timeval duration_of(const LeaseOptions& o) { return timeval{static_cast<time_t>(o.duration.count()), 0}; }
@@ -37,6 +49,30 @@ timeval duration_of(const LeaseOptions& o) { return timeval{static_cast<time_t>(
 
 std::string lease_object(const std::string& group, const std::string& member) {
   return fmt::format("rdmablk.group.{}.member.{}", group, member);
+}
+
+Result<LockHolder> lock_holder(rados_ioctx_t io, const std::string& object, const std::string& lock) {
+  backend::AsyncSignalsBlocked blocked;
+  int exclusive = 0;
+  char tag[256], clients[4096], cookies[4096], addrs[4096];
+  size_t tag_len = sizeof tag, clients_len = sizeof clients, cookies_len = sizeof cookies, addrs_len = sizeof addrs;
+  const ssize_t n = rados_list_lockers(io, object.c_str(), lock.c_str(), &exclusive, tag, &tag_len, clients,
+                                       &clients_len, cookies, &cookies_len, addrs, &addrs_len);
+  if (n == -ENOENT) return LockHolder{};
+  if (n < 0)
+    return make_error(fmt::format("lock {}: {}", lock, backend::rados_errstr(static_cast<int>(n))),
+                      static_cast<int>(-n));
+  LockHolder h;
+  if (n == 0) return h;
+  const auto c = split_nul(cookies, cookies_len);
+  const auto a = split_nul(addrs, addrs_len);
+  h.held = true;
+  if (!c.empty()) {
+    h.cookie = c.front();
+    h.holder = h.cookie.substr(0, h.cookie.find('@'));
+  }
+  if (!a.empty()) h.address = a.front();
+  return h;
 }
 
 MemberLease::MemberLease(std::shared_ptr<backend::RadosCluster> cluster, rados_ioctx_t io, LeaseOptions o,

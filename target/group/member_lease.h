@@ -72,4 +72,15 @@ class MemberLease {
 // rdmablk.group.GROUP.member.MEMBER
 std::string lease_object(const std::string& group, const std::string& member);
 
+// A lock on a member's object as the OSD lists it.
+struct LockHolder {
+  bool held = false;
+  std::string holder;  // the member that holds it (the cookie's part before '@'), "" when free
+  std::string cookie;
+  std::string address;
+};
+
+// Who holds `lock` on `object` (not held when the object does not exist); the librados error otherwise.
+Result<LockHolder> lock_holder(rados_ioctx_t io, const std::string& object, const std::string& lock);
+
 }  // namespace rdmablk::target::group

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "protocol/ana.h"
 #include "target/group/member_lease.h"
 
 namespace rdmablk::target::group {
@@ -17,21 +18,6 @@ namespace {
 
 using nlohmann::json;
 
-// Splits a NUL-separated list as rados_list_lockers returns it.
-std::vector<std::string> split_nul(const char* buf, size_t len) {
-  std::vector<std::string> out;
-  std::string cur;
-  for (size_t i = 0; i < len; ++i) {
-    if (buf[i] == '\0') {
-      if (!cur.empty()) out.push_back(std::move(cur));
-      cur.clear();
-    } else {
-      cur.push_back(buf[i]);
-    }
-  }
-  if (!cur.empty()) out.push_back(std::move(cur));
-  return out;
-}
 
 }  // namespace
 
@@ -57,8 +43,10 @@ Result<MemberRecord> decode_record(const std::string& member, const std::string&
   if (groups == j.end() || !groups->is_array())
     return make_error(fmt::format("member {}: no ana_groups list", member), EINVAL);
   for (const auto& g : *groups) {
-    if (!g.is_number_unsigned() || g.get<uint64_t>() == 0 || g.get<uint64_t>() > 128)
-      return make_error(fmt::format("member {}: ana_groups holds {} (expected 1..128)", member, g.dump()), EINVAL);
+    if (!g.is_number_unsigned() || g.get<uint64_t>() == 0 || g.get<uint64_t>() > protocol::kAnaGroupMax)
+      return make_error(fmt::format("member {}: ana_groups holds {} (expected 1..{})", member, g.dump(),
+                                    protocol::kAnaGroupMax),
+                        EINVAL);
     r.ana_groups.push_back(g.get<uint32_t>());
   }
   std::sort(r.ana_groups.begin(), r.ana_groups.end());
@@ -163,29 +151,10 @@ Result<std::optional<MemberRecord>> MemberRegistry::find(const std::string& memb
 }
 
 Result<LockHolder> MemberRegistry::holder(const std::string& member, const std::string& lock) {
-  backend::AsyncSignalsBlocked blocked;
-  rados_ioctx_t io = io_;
   const std::string object = lease_object(place_.group, member);
-  int exclusive = 0;
-  char tag[256], clients[4096], cookies[4096], addrs[4096];
-  size_t tag_len = sizeof tag, clients_len = sizeof clients, cookies_len = sizeof cookies, addrs_len = sizeof addrs;
-  const ssize_t n = rados_list_lockers(io, object.c_str(), lock.c_str(), &exclusive, tag, &tag_len, clients,
-                                       &clients_len, cookies, &cookies_len, addrs, &addrs_len);
-  if (n == -ENOENT) return LockHolder{};
-  if (n < 0)
-    return make_error(fmt::format("member {}: lock {}: {}", place_.where(object), lock,
-                                  backend::rados_errstr(static_cast<int>(n))),
-                      static_cast<int>(-n));
-  LockHolder h;
-  if (n == 0) return h;
-  const auto c = split_nul(cookies, cookies_len);
-  const auto a = split_nul(addrs, addrs_len);
-  h.held = true;
-  if (!c.empty()) {
-    h.cookie = c.front();
-    h.holder = h.cookie.substr(0, h.cookie.find('@'));
-  }
-  if (!a.empty()) h.address = a.front();
+  auto h = lock_holder(io_, object, lock);
+  if (!h)
+    return make_error(fmt::format("member {}: {}", place_.where(object), h.error().message), h.error().errno_value);
   return h;
 }
 

@@ -15,6 +15,7 @@
 #include "backend/rados_cluster.h"
 #include "protocol/result.h"
 #include "target/group/group_place.h"
+#include "target/group/member_lease.h"
 
 namespace rdmablk::target::group {
 
@@ -37,14 +38,6 @@ struct MemberRecord {
   // nothing to fence (blocklisting it would break the member's own shutdown: its images' last flush).
   bool stopped_cleanly = false;
   friend bool operator==(const MemberRecord&, const MemberRecord&) = default;
-};
-
-// A lock on a member's object as the OSD lists it.
-struct LockHolder {
-  bool held = false;
-  std::string holder;  // the member that holds it (the cookie's part before '@'), "" when free
-  std::string cookie;
-  std::string address;
 };
 
 class MemberRegistry {
