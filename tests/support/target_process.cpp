@@ -263,6 +263,7 @@ bool TargetProcess::wait_for_log(std::string_view needle, std::chrono::milliseco
   std::vector<std::string> argv = {RDMABLK_TARGET_BINARY, "--config", config_path().string(), "--control-socket",
                                    (dir_.path() / "target.sock").string()};
   argv.insert(argv.end(), extra_args_.begin(), extra_args_.end());
+  argv.insert(argv.begin(), launcher_.begin(), launcher_.end());
   const std::size_t from = log_size();
   pid_ = spawn(argv, log_path(), log_path(), true);
   if (pid_ < 0) return ::testing::AssertionFailure() << "fork: " << std::strerror(errno);

@@ -96,6 +96,10 @@ class TargetProcess {
   std::string render(const std::string& yaml_template) const;
   // Exit status of the last stopped run (-1 = killed / unknown).
   int last_exit_status() const { return last_status_; }
+  // The next start() and restart() run `launcher` with the target's argv appended (none: the target itself).
+  // It must exec the target, so that pid() stays the target's: e.g. a shell that first moves itself into a
+  // cgroup (tests/ceph/group_faults_test.cpp).
+  void set_launcher(std::vector<std::string> launcher) { launcher_ = std::move(launcher); }
 
  private:
   ::testing::AssertionResult spawn_and_wait_ready(std::chrono::milliseconds ready_timeout, bool* port_conflict);
@@ -108,6 +112,7 @@ class TargetProcess {
   uint16_t io_port_ = 0;
   uint16_t disc_port_ = 0;
   std::vector<std::string> extra_args_;
+  std::vector<std::string> launcher_;
   int last_status_ = -1;
 };
 
