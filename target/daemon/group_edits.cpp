@@ -6,6 +6,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -18,6 +19,9 @@ namespace rdmablk::target {
 namespace {
 
 constexpr std::chrono::milliseconds kNotifyTimeout{10'000};
+// The reader rereads the state this often without being told: a change whose notification never came (its
+// member died between storing it and notifying) reaches this member within it. A failed read is retried then.
+constexpr std::chrono::seconds kRecheck{5};
 
 }  // namespace
 
@@ -61,23 +65,31 @@ Result<std::unique_ptr<GroupEdits>> GroupEdits::open(const GroupConfig& group) {
 
 void GroupEdits::read_loop() {
   std::unique_lock lock(mu_);
+  bool rewatch = false;  // the watch broke: set it up again before the next read
+  std::string failing;   // the read error logged last (not logged again while it lasts)
+  std::optional<std::pair<uint64_t, bool>> offered;  // the version (and existence) handed over last
   for (;;) {
-    // A lost watch is retried every few seconds until the cluster answers again.
-    wake_.wait_for(lock, std::chrono::seconds(5), [&] { return stopping_ || notified_ || lost_; });
+    wake_.wait_for(lock, kRecheck, [&] { return stopping_ || notified_ || lost_; });
     if (stopping_) return;
-    if (!notified_ && !lost_) continue;
-    const bool lost = lost_;
+    rewatch |= lost_;
     notified_ = lost_ = false;
     lock.unlock();
-    Result<void> watched = lost ? object_->rewatch() : Result<void>{};
+    Result<void> watched = rewatch ? object_->rewatch() : Result<void>{};
     auto snap = watched ? object_->read() : Result<group::StateObject::Snapshot>(tl::unexpected(watched.error()));
     lock.lock();
     if (!snap) {
-      spdlog::error("{}: {} (retrying)", where_, snap.error().message);
-      (lost ? lost_ : notified_) = true;
+      if (snap.error().message != failing)
+        spdlog::error("{}: {} (retrying every {} s)", where_, snap.error().message, kRecheck.count());
+      failing = snap.error().message;
       continue;
     }
+    if (!failing.empty()) spdlog::info("{}: read again", where_);
+    failing.clear();
+    rewatch = false;
     if (snap->version == applied_version_ && snap->exists == last_.exists) continue;
+    // Handed over once: a state the control thread refused is not offered (and refused) again every period.
+    if (offered == std::pair{snap->version, snap->exists}) continue;
+    offered = std::pair{snap->version, snap->exists};
     fresh_ = std::move(*snap);
     const uint64_t one = 1;
     [[maybe_unused]] auto r = ::write(fd_, &one, sizeof one);

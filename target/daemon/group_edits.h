@@ -6,7 +6,9 @@
 // A change through any member's API: read the state (version V), replay it with the new edit, write it
 // only if the object is still at V (a member that lost the race gets a conflict and nothing of its change
 // lands), apply it here, then notify: every member's watch wakes its control thread, which rereads and
-// applies. A member that starts reads the state whole; a lost watch is set up again and the state reread.
+// applies. A member that starts reads the state whole; a lost watch is set up again and the state reread;
+// and the reader rereads it every few seconds anyway, so that a change whose notification never came (its
+// member died between storing and notifying) still reaches every member.
 // A state that does not parse or no longer applies is refused with a message, and the member keeps what
 // it runs. The last state a member applied is kept in its overlay file, so that it can start when the
 // state object is unreadable.
@@ -46,7 +48,7 @@ class GroupEdits {
   // answer rereads at its next periodic check).
   void notify_members();
   // The fd the control loop polls: readable when the reader thread has read a state newer than the one
-  // applied (after a notification, or a lost watch set up again).
+  // applied (after a notification, a lost watch set up again, or its periodic reread).
   int fd() const noexcept { return fd_; }
   // Clears fd(); `running` with the newer state the reader thread read (nullopt: nothing new). An error: the
   // state does not parse or no longer applies (the caller keeps what it runs). No RADOS call: the control
