@@ -74,6 +74,17 @@ TargetCore::~TargetCore() {
   }
 }
 
+void TargetCore::recheck_shared_reservations() {
+  std::vector<std::shared_ptr<reservations::NamespaceReservations>> all;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [nqn, sub] : subsystems_) {
+      for (const auto& ns : sub->table->namespaces) all.push_back(ns->reservations);
+    }
+  }
+  for (const auto& r : all) r->recheck_shared();
+}
+
 std::size_t TargetCore::controller_count() const {
   std::lock_guard lock(mu_);
   return controllers_.size();

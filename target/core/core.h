@@ -83,6 +83,11 @@ class TargetCore final : public transport::TargetQueueHandler {
   TargetCore(const TargetCore&) = delete;
   TargetCore& operator=(const TargetCore&) = delete;
 
+  // A gateway group member's periodic check (DaemonGroup's thread): every namespace whose reservations the
+  // group shares rereads them (NamespaceReservations::recheck_shared). Blocks on RADOS; takes mu_ only to
+  // list the namespaces.
+  void recheck_shared_reservations();
+
   // SIGHUP: apply a new configuration from the control thread (not a reactor thread: opening file backends
   // may block). Adds/removes subsystems, namespaces and allowed hosts; connected controllers get a
   // Namespace Attribute Changed event (changed namespace list = the NSIDs added, removed or replaced),

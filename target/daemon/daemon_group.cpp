@@ -81,6 +81,7 @@ Result<std::unique_ptr<DaemonGroup>> DaemonGroup::start(const TargetConfig& conf
                                           [self](const group::GroupOwnership& own) { self->owned_changed(own); });
   if (!member) return make_error("group: " + member.error().message, member.error().errno_value);
   d->member_ = std::move(*member);
+  d->recheck_ = std::thread([raw = d.get()] { raw->recheck_loop(); });
   spdlog::info("gateway group {} ({}): member {}, home ANA groups {}, lease {} s", g.name,
                group_place(g).pool_and_namespace(), g.member, nlohmann::json(g.ana_groups).dump(), g.lease_seconds);
   return d;
@@ -89,7 +90,25 @@ Result<std::unique_ptr<DaemonGroup>> DaemonGroup::start(const TargetConfig& conf
 DaemonGroup::~DaemonGroup() { stop(true); }
 
 void DaemonGroup::stop(bool release) {
+  {
+    std::lock_guard lock(recheck_mu_);
+    recheck_stopping_ = true;
+  }
+  recheck_wake_.notify_all();
+  if (recheck_.joinable()) recheck_.join();
   if (member_) member_->stop(release);
+}
+
+void DaemonGroup::recheck_loop() {
+  // Often enough that a reservation change whose notification never came holds everywhere within seconds;
+  // one small read per shared namespace each time.
+  constexpr std::chrono::seconds kRecheck{5};
+  std::unique_lock lock(recheck_mu_);
+  while (!recheck_wake_.wait_for(lock, kRecheck, [&] { return recheck_stopping_; })) {
+    lock.unlock();
+    core_.recheck_shared_reservations();
+    lock.lock();
+  }
 }
 
 void DaemonGroup::overlay_locked(TargetConfig& config) const {

@@ -9,10 +9,12 @@
 // change of ownership waits for a reload in progress and then applies on top of it.
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include <nlohmann/json.hpp>
 
@@ -54,6 +56,7 @@ class DaemonGroup {
  private:
   explicit DaemonGroup(TargetCore& core) : core_(core) {}
   void owned_changed(const group::GroupOwnership& o);
+  void recheck_loop();  // the shared reservations, every kRecheck (recheck_shared_reservations)
 
   TargetCore& core_;
   protocol::AnaState standby_ = protocol::AnaState::inaccessible;  // the groups it does not own
@@ -62,6 +65,10 @@ class DaemonGroup {
   std::set<uint32_t> config_groups_;  // the ANA groups the config's namespaces use and its home groups
   std::vector<std::string> io_listeners_;  // "ADDR:PORT" of the io listeners the core has
   std::unique_ptr<group::GroupMember> member_;
+  std::mutex recheck_mu_;
+  std::condition_variable recheck_wake_;
+  bool recheck_stopping_ = false;  // under recheck_mu_
+  std::thread recheck_;
 };
 
 }  // namespace rdmablk::target

@@ -94,7 +94,11 @@ bool NamespaceReservations::share(GroupListener listener) {
     spdlog::error("{}: reservations: {}; not shared with the group", label_, c.error().message);
     return false;
   }
-  if (auto w = object->watch([this](bool) { refresh_shared(); }); !w) {
+  if (auto w = object->watch([this](bool lost) {
+        if (lost) watch_lost_ = true;
+        refresh_shared();
+      });
+      !w) {
     spdlog::error("{}: reservations: {}; not shared with the group", label_, w.error().message);
     return false;
   }
@@ -122,7 +126,18 @@ Result<ReservationState> NamespaceReservations::read_shared(backend::RadosObject
   return state;
 }
 
-// On a librados thread (the watch), and at load(). In a group the state is kept whatever PTPL says: a
+void NamespaceReservations::recheck_shared() {
+  if (shared_ == nullptr) return;
+  if (watch_lost_.exchange(false)) {
+    if (auto w = shared_->rewatch(); !w) {
+      watch_lost_ = true;
+      spdlog::error("{}: reservations: {}; rereading it every few seconds", label_, w.error().message);
+    }
+  }
+  refresh_shared();
+}
+
+// On a librados thread (the watch), at load() and at recheck_shared(). In a group the state is kept whatever PTPL says: a
 // member that restarts is not the subsystem losing power.
 void NamespaceReservations::refresh_shared() {
   backend::RadosObject::Snapshot seen;

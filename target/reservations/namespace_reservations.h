@@ -47,6 +47,10 @@ class NamespaceReservations {
   // preempted host end there too, before the Acquire completes through the member it came through.
   using GroupListener = std::function<void(std::span<const GroupEvent> events)>;
   bool share(GroupListener listener = {});
+  // A group member's periodic check (DaemonGroup): rereads the shared state, after setting a broken watch up
+  // again, so that a change whose notification never came (its member died between storing it and
+  // notifying) holds here too. Nothing without a shared state.
+  void recheck_shared();
   // Reads the saved state (at open). An unusable saved state is logged and the namespace starts without
   // reservations (ptpl_store.h's recovery rules); a state saved with PTPL cleared is not kept either.
   void load();
@@ -92,6 +96,7 @@ class NamespaceReservations {
   std::atomic<bool> reserved_{false};  // state_.type != none, for check()'s fast path
   std::unique_ptr<ReservationStore> store_;
   backend::RadosObject* shared_ = nullptr;  // the group's state (share()), owned by store_
+  std::atomic<bool> watch_lost_{false};      // the watch broke: recheck_shared() sets it up again
   GroupListener listener_;                   // share()'s
   bool events_read_ = false;                 // under mu_: the shared events were read once
   uint32_t last_event_ = 0;                  // under mu_: the newest event the watch brought

@@ -665,4 +665,48 @@ TEST_F(GroupFaults, AKillDuringManagementVerbsLeavesAConsistentGroup) {
   }
 }
 
+// A reservation change stored by a member that died before it notified (here: the object set back by hand,
+// told to nobody): every member's periodic recheck (DaemonGroup, every 5 s) takes it in, with no command.
+TEST_F(GroupFaults, AReservationChangeNobodyWasToldOfHoldsEverywhereByTheRecheck) {
+  TargetProcess a, b;
+  const std::string active_active = "  standby_state: non_optimized\n";
+  ASSERT_TRUE(start(a, "gw-a", 1, active_active));
+  ASSERT_TRUE(start(b, "gw-b", 2, active_active));
+  ASSERT_TRUE(settled({&a, &b}));
+  auto host_a = connect_or_fail(controller_options(a.io_port(), kSubnqn, kHostA), a);
+  auto host_b = connect_or_fail(controller_options(b.io_port(), kSubnqn, kHostB), b);
+  ASSERT_TRUE(host_a && host_b);
+  auto qa = io_queue_or_fail(*host_a, 1);
+  auto qb = io_queue_or_fail(*host_b, 1);
+  ASSERT_TRUE(qa && qb);
+  ASSERT_TRUE(
+      ini::reservation_register(*qa, kNs, p::RegisterAction::register_key, false, p::ChangePtpl::no_change, 0, 0xA));
+  ASSERT_TRUE(ini::reservation_acquire(*qa, kNs, p::AcquireAction::acquire, false, p::ReservationType::write_exclusive,
+                                       0xA, 0));
+  const std::string object = "rdmablk.reservations." + group.images[0];
+  const std::string held = (a.dir() / "held.bin").string();
+  const std::string rados = "env -u CEPH_ARGS CEPH_CONF=" + cluster->conf() + " timeout 60 rados -p rbd ";
+  std::string out;
+  ASSERT_EQ(ceph_test::shell(rados + "get " + object + " " + held, &out), 0) << out;
+  ASSERT_TRUE(
+      ini::reservation_release(*qa, kNs, p::ReleaseAction::release, false, p::ReservationType::write_exclusive, 0xA));
+  std::vector<uint8_t> block = pattern(kBlock, 5);
+  auto w = write_blocks(*qb, kNs, 0, kBlock, block);
+  ASSERT_TRUE(w && w->get_status().ok()) << "released: host B writes through B";
+
+  ASSERT_EQ(ceph_test::shell(rados + "put " + object + " " + held, &out), 0) << out;  // no notify
+  const auto put = Clock::now();
+  const bool refused = wait_until([&] {
+    auto again = write_blocks(*qb, kNs, 0, kBlock, block);
+    return !again && again.error().message.find("Reservation Conflict") != std::string::npos;
+  });
+  EXPECT_TRUE(refused) << "B never took in the reservation nobody told it of\n" << b.log();
+  std::printf("a reservation change without a notification held on the other member after %lld ms\n",
+              static_cast<long long>(
+                  std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - put).count()));
+  auto report = ini::reservation_report(*qb, kNs, true);
+  ASSERT_TRUE(report) << report.error().message;
+  EXPECT_EQ(report->rtype, static_cast<uint8_t>(p::ReservationType::write_exclusive));
+}
+
 }  // namespace
