@@ -25,10 +25,7 @@ using namespace group_test;
 
 TEST_F(GroupE2e, AKilledMembersGroupMovesToASurvivorAndComesBack) {
   TargetProcess a, b, c;
-  ASSERT_TRUE(start(a, "gw-a", 1));
-  ASSERT_TRUE(start(b, "gw-b", 2));
-  ASSERT_TRUE(start(c, "gw-c", 3));
-  ASSERT_TRUE(settled({&a, &b, &c}));
+  ASSERT_TRUE(start_members({&a, &b, &c}));
 
   const json sb = group_status(b);
   ASSERT_EQ(sb["members"].size(), 3u) << sb.dump(2);
@@ -128,9 +125,7 @@ TEST_F(GroupE2e, AKilledMembersGroupMovesToASurvivorAndComesBack) {
 // itself fenced (it no longer says optimized; its Ceph client is blocklisted).
 TEST_F(GroupE2e, AFrozenMemberComesBackFenced) {
   TargetProcess a, b;
-  ASSERT_TRUE(start(a, "gw-a", 1));
-  ASSERT_TRUE(start(b, "gw-b", 2));
-  ASSERT_TRUE(settled({&a, &b}));
+  ASSERT_TRUE(start_members({&a, &b}));
   ASSERT_EQ(::kill(a.pid(), SIGSTOP), 0);
   const bool moved = wait_until([&] { return owned(b) == std::vector<uint32_t>{1, 2}; });
   ASSERT_EQ(::kill(a.pid(), SIGCONT), 0);
@@ -155,9 +150,7 @@ TEST_F(GroupE2e, AFrozenMemberComesBackFenced) {
 // group as optimized within the lease, a survivor takes the group, and the member says it is blocklisted.
 TEST_F(GroupE2e, AMemberCutOffFromTheClusterFencesItself) {
   TargetProcess a, b;
-  ASSERT_TRUE(start(a, "gw-a", 1));
-  ASSERT_TRUE(start(b, "gw-b", 2));
-  ASSERT_TRUE(settled({&a, &b}));
+  ASSERT_TRUE(start_members({&a, &b}));
   std::string address;
   const json sb = group_status(b);
   for (const auto& m : sb["members"]) {
@@ -202,9 +195,7 @@ TEST_F(GroupE2e, AMemberCutOffFromTheClusterFencesItself) {
 // could have lapsed.
 TEST_F(GroupE2e, ACleanStopHandsOverWithoutWaitingForTheLease) {
   TargetProcess a, b;
-  ASSERT_TRUE(start(a, "gw-a", 1));
-  ASSERT_TRUE(start(b, "gw-b", 2));
-  ASSERT_TRUE(settled({&a, &b}));
+  ASSERT_TRUE(start_members({&a, &b}));
   const auto stopping = Clock::now();
   ASSERT_TRUE(a.stop());
   ASSERT_TRUE(wait_until([&] { return owned(b) == std::vector<uint32_t>{1, 2}; })) << group_status(b).dump(2);
@@ -228,9 +219,7 @@ TEST_F(GroupE2e, ACleanStopHandsOverWithoutWaitingForTheLease) {
 // survivor (`ctl group handback`); a handback of a lease the member does not hold is refused.
 TEST_F(GroupE2e, ManualFailbackWaitsForTheOperator) {
   TargetProcess a, b;
-  ASSERT_TRUE(start(a, "gw-a", 1, "  failback: manual\n"));
-  ASSERT_TRUE(start(b, "gw-b", 2, "  failback: manual\n"));
-  ASSERT_TRUE(settled({&a, &b}));
+  ASSERT_TRUE(start_members({&a, &b}, "  failback: manual\n"));
   auto refused = ctl(b, {"group", "handback", "gw-a"}, false);
   EXPECT_EQ(refused.exit_status, 1) << refused.out << refused.err;
   EXPECT_NE(refused.err.find("does not hold the lease of gw-a"), std::string::npos) << refused.err;
@@ -290,9 +279,7 @@ std::string namespaces_of(const TargetProcess& t) {
 // overwritten with garbage is refused by every member, which keeps serving what it had.
 TEST_F(GroupE2e, AChangeThroughOneMemberReachesEveryMember) {
   TargetProcess a, b;
-  ASSERT_TRUE(start(a, "gw-a", 1));
-  ASSERT_TRUE(start(b, "gw-b", 2));
-  ASSERT_TRUE(settled({&a, &b}));
+  ASSERT_TRUE(start_members({&a, &b}));
   const std::string image = cluster->create_image("group-added", "16M");
   const auto asked = Clock::now();
   auto add =
@@ -379,9 +366,7 @@ std::vector<std::string> discovered(const TargetProcess& t) {
 // the list follows members coming and going.
 TEST_F(GroupE2e, EveryMembersDiscoveryListsTheWholeGroup) {
   TargetProcess a, b;
-  ASSERT_TRUE(start(a, "gw-a", 1));
-  ASSERT_TRUE(start(b, "gw-b", 2));
-  ASSERT_TRUE(settled({&a, &b}));
+  ASSERT_TRUE(start_members({&a, &b}));
   auto both =
       std::vector<std::string>{"127.0.0.1:" + std::to_string(a.io_port()), "127.0.0.1:" + std::to_string(b.io_port())};
   std::sort(both.begin(), both.end());
@@ -398,12 +383,7 @@ TEST_F(GroupE2e, EveryMembersDiscoveryListsTheWholeGroup) {
 TEST_F(GroupE2e, AReservationTakenThroughOneMemberHoldsOnEveryMember) {
   namespace p = rdmablk::protocol;
   TargetProcess a, b, c;
-  // Non-owners serve every namespace as non_optimized: hosts reach namespace 1 through every member.
-  const std::string active_active = "  standby_state: non_optimized\n";
-  ASSERT_TRUE(start(a, "gw-a", 1, active_active));
-  ASSERT_TRUE(start(b, "gw-b", 2, active_active));
-  ASSERT_TRUE(start(c, "gw-c", 3, active_active));
-  ASSERT_TRUE(settled({&a, &b, &c}));
+  ASSERT_TRUE(start_members({&a, &b, &c}, kActiveActive));
   constexpr uint32_t kNs = 1;
   auto host_a_via_a = connect_or_fail(controller_options(a.io_port(), kSubnqn, kHostA), a);
   auto host_b_via_b = connect_or_fail(controller_options(b.io_port(), kSubnqn, kHostB), b);
@@ -466,11 +446,7 @@ TEST_F(GroupE2e, APreemptAndAbortThroughOneMemberReachesTheHostsOfTheOthers) {
   using rdmablk::initiator::reservation_acquire;
   using rdmablk::initiator::reservation_register;
   TargetProcess a, b, c;
-  const std::string active_active = "  standby_state: non_optimized\n";
-  ASSERT_TRUE(start(a, "gw-a", 1, active_active));
-  ASSERT_TRUE(start(b, "gw-b", 2, active_active));
-  ASSERT_TRUE(start(c, "gw-c", 3, active_active));
-  ASSERT_TRUE(settled({&a, &b, &c}));
+  ASSERT_TRUE(start_members({&a, &b, &c}, kActiveActive));
   constexpr uint32_t kNs = 1;
   auto host_a = connect_or_fail(controller_options(a.io_port(), kSubnqn, kHostA), a);
   auto host_b = connect_or_fail(controller_options(b.io_port(), kSubnqn, kHostB), b);
@@ -534,9 +510,7 @@ TEST_F(GroupE2e, APreemptAndAbortThroughOneMemberReachesTheHostsOfTheOthers) {
 // standby): 4 connections x 200 increments end exact; the OSD does each compare and write atomically.
 TEST_F(GroupE2e, TheCawCounterThroughTwoMembersEndsExact) {
   TargetProcess a, b;
-  ASSERT_TRUE(start(a, "gw-a", 1, "  standby_state: non_optimized\n"));
-  ASSERT_TRUE(start(b, "gw-b", 2, "  standby_state: non_optimized\n"));
-  ASSERT_TRUE(settled({&a, &b}));
+  ASSERT_TRUE(start_members({&a, &b}, kActiveActive));
   CawQueues q;
   ASSERT_TRUE(connect_caw_queues({&a, &b}, q));
   const CawCounterResult r = run_caw_counter(q.raw, 40, 200);

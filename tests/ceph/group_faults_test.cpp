@@ -448,11 +448,7 @@ void further_commands_through_b(const TargetProcess& b, const TargetProcess& c, 
 // reserves and releases through B, and C and A see each step.
 TEST_F(GroupFaults, AKillDuringReservationCommandsLeavesAConsistentState) {
   TargetProcess a, b, c;
-  const std::string active_active = "  standby_state: non_optimized\n";  // every member serves namespace 1
-  ASSERT_TRUE(start(a, "gw-a", 1, active_active));
-  ASSERT_TRUE(start(b, "gw-b", 2, active_active));
-  ASSERT_TRUE(start(c, "gw-c", 3, active_active));
-  ASSERT_TRUE(settled({&a, &b, &c}));
+  ASSERT_TRUE(start_members({&a, &b, &c}, kActiveActive));
   {
     Session hb = session(a, kHostB);
     ASSERT_TRUE(hb.q);
@@ -648,10 +644,7 @@ Namespaces check_after_kill(const std::array<TargetProcess*, 3>& m, const ceph_t
 // Three rounds: A is SIGKILLed during a management verb, the group stays consistent, A comes back.
 TEST_F(GroupFaults, AKillDuringManagementVerbsLeavesAConsistentGroup) {
   TargetProcess a, b, c;
-  ASSERT_TRUE(start(a, "gw-a", 1));
-  ASSERT_TRUE(start(b, "gw-b", 2));
-  ASSERT_TRUE(start(c, "gw-c", 3));
-  ASSERT_TRUE(settled({&a, &b, &c}));
+  ASSERT_TRUE(start_members({&a, &b, &c}));
   const std::vector<std::string> spares = {cluster->create_image("spare", "16M"), cluster->create_image("spare", "16M"),
                                            cluster->create_image("spare", "16M")};
   Namespaces now = stored(*cluster, group, b.dir());
@@ -669,10 +662,7 @@ TEST_F(GroupFaults, AKillDuringManagementVerbsLeavesAConsistentGroup) {
 // told to nobody): every member's periodic recheck (DaemonGroup, every 5 s) takes it in, with no command.
 TEST_F(GroupFaults, AReservationChangeNobodyWasToldOfHoldsEverywhereByTheRecheck) {
   TargetProcess a, b;
-  const std::string active_active = "  standby_state: non_optimized\n";
-  ASSERT_TRUE(start(a, "gw-a", 1, active_active));
-  ASSERT_TRUE(start(b, "gw-b", 2, active_active));
-  ASSERT_TRUE(settled({&a, &b}));
+  ASSERT_TRUE(start_members({&a, &b}, kActiveActive));
   auto host_a = connect_or_fail(controller_options(a.io_port(), kSubnqn, kHostA), a);
   auto host_b = connect_or_fail(controller_options(b.io_port(), kSubnqn, kHostB), b);
   ASSERT_TRUE(host_a && host_b);

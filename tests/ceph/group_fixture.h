@@ -32,6 +32,9 @@ using Clock = std::chrono::steady_clock;
 
 constexpr unsigned kLeaseSeconds = 3;
 constexpr uint32_t kBlock = 512;
+// Members that serve the groups they do not own as non_optimized: a host reaches every namespace through
+// every member.
+inline const std::string kActiveActive = "  standby_state: non_optimized\n";
 
 inline int64_t unix_ms_now() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
@@ -103,6 +106,14 @@ class GroupE2e : public ::testing::Test {
   ::testing::AssertionResult start(TargetProcess& t, const std::string& member, uint32_t home,
                                    const std::string& group_extra = "") {
     return t.start(member_config(*cluster, group, member, home, static_cast<uint16_t>(home * 1000), group_extra));
+  }
+  // Starts members gw-a, gw-b, ... with homes 1, 2, ... and waits until they settled.
+  ::testing::AssertionResult start_members(std::vector<TargetProcess*> members, const std::string& group_extra = "") {
+    for (std::size_t i = 0; i < members.size(); ++i) {
+      const std::string name = std::string("gw-") + static_cast<char>('a' + i);
+      if (auto r = start(*members[i], name, static_cast<uint32_t>(i + 1), group_extra); !r) return r;
+    }
+    return settled(members);
   }
   // Every member serves its own group, and only it, and knows every member.
   ::testing::AssertionResult settled(std::vector<TargetProcess*> members) {
