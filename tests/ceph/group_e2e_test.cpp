@@ -385,12 +385,10 @@ TEST_F(GroupE2e, AReservationTakenThroughOneMemberHoldsOnEveryMember) {
   TargetProcess a, b, c;
   ASSERT_TRUE(start_members({&a, &b, &c}, kActiveActive));
   constexpr uint32_t kNs = 1;
-  auto host_a_via_a = connect_or_fail(controller_options(a.io_port(), kSubnqn, kHostA), a);
-  auto host_b_via_b = connect_or_fail(controller_options(b.io_port(), kSubnqn, kHostB), b);
-  ASSERT_TRUE(host_a_via_a && host_b_via_b);
-  auto qa = io_queue_or_fail(*host_a_via_a, 1);
-  auto qb = io_queue_or_fail(*host_b_via_b, 1);
-  ASSERT_TRUE(qa && qb);
+  Session host_a_via_a = session(a, kHostA), host_b_via_b = session(b, kHostB);
+  ASSERT_TRUE(host_a_via_a.q && host_b_via_b.q);
+  auto& qa = host_a_via_a.q;
+  auto& qb = host_b_via_b.q;
   auto reg = rdmablk::initiator::reservation_register(*qa, kNs, p::RegisterAction::register_key, false,
                                                       p::ChangePtpl::no_change, 0, 0xA);
   ASSERT_TRUE(reg) << reg.error().message;
@@ -410,19 +408,15 @@ TEST_F(GroupE2e, AReservationTakenThroughOneMemberHoldsOnEveryMember) {
   ASSERT_TRUE(st) << st.error().message;
   EXPECT_EQ(st->registrants.size(), 2u) << "host B's registration through B is seen through A";
 
-  qa.reset();
-  host_a_via_a.reset();
+  host_a_via_a.q.reset();  // the queue before its controller
+  host_a_via_a.ctrl.reset();
   a.kill_now();
   for (TargetProcess* m : {&b, &c}) {
-    auto host_b = connect_or_fail(controller_options(m->io_port(), kSubnqn, kHostB), *m);
-    auto host_a = connect_or_fail(controller_options(m->io_port(), kSubnqn, kHostA), *m);
-    ASSERT_TRUE(host_a && host_b);
-    auto qhb = io_queue_or_fail(*host_b, 1);
-    auto qha = io_queue_or_fail(*host_a, 1);
-    ASSERT_TRUE(qha && qhb);
-    auto denied = write_blocks(*qhb, kNs, 0, kBlock, block);
+    Session host_b = session(*m, kHostB), host_a = session(*m, kHostA);
+    ASSERT_TRUE(host_a.q && host_b.q);
+    auto denied = write_blocks(*host_b.q, kNs, 0, kBlock, block);
     EXPECT_FALSE(denied) << "the reservation holds after member A died";
-    auto allowed = write_blocks(*qha, kNs, 0, kBlock, block);
+    auto allowed = write_blocks(*host_a.q, kNs, 0, kBlock, block);
     EXPECT_TRUE(allowed) << "host A is still the holder, through any member: "
                          << (allowed ? "" : allowed.error().message);
   }

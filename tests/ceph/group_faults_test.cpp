@@ -331,19 +331,6 @@ std::string state_text(const ini::ReservationStatus& s) {
   return text;
 }
 
-// Host `host` on member `m`: its controller and I/O queue (both null after a failure, reported).
-struct Session {
-  std::unique_ptr<ini::Controller> ctrl;
-  std::unique_ptr<ini::IoQueue> q;
-};
-Session session(const TargetProcess& m, const char* host) {
-  Session s;
-  s.ctrl = connect_or_fail(controller_options(m.io_port(), kSubnqn, host), m);
-  if (s.ctrl) s.q = io_queue_or_fail(*s.ctrl, 1);
-  if (!s.q) s.ctrl.reset();
-  return s;
-}
-
 // The state through member `m` in words, then ", generation N" (or the error).
 std::string report_through(const TargetProcess& m) {
   Session s = session(m, kHostB);
@@ -663,12 +650,10 @@ TEST_F(GroupFaults, AKillDuringManagementVerbsLeavesAConsistentGroup) {
 TEST_F(GroupFaults, AReservationChangeNobodyWasToldOfHoldsEverywhereByTheRecheck) {
   TargetProcess a, b;
   ASSERT_TRUE(start_members({&a, &b}, kActiveActive));
-  auto host_a = connect_or_fail(controller_options(a.io_port(), kSubnqn, kHostA), a);
-  auto host_b = connect_or_fail(controller_options(b.io_port(), kSubnqn, kHostB), b);
-  ASSERT_TRUE(host_a && host_b);
-  auto qa = io_queue_or_fail(*host_a, 1);
-  auto qb = io_queue_or_fail(*host_b, 1);
-  ASSERT_TRUE(qa && qb);
+  Session host_a = session(a, kHostA), host_b = session(b, kHostB);
+  ASSERT_TRUE(host_a.q && host_b.q);
+  auto& qa = host_a.q;
+  auto& qb = host_b.q;
   ASSERT_TRUE(
       ini::reservation_register(*qa, kNs, p::RegisterAction::register_key, false, p::ChangePtpl::no_change, 0, 0xA));
   ASSERT_TRUE(ini::reservation_acquire(*qa, kNs, p::AcquireAction::acquire, false, p::ReservationType::write_exclusive,

@@ -36,6 +36,19 @@ constexpr uint32_t kBlock = 512;
 // every member.
 inline const std::string kActiveActive = "  standby_state: non_optimized\n";
 
+// Host `host` on member `m`: its controller and I/O queue (both null after a failure, reported).
+struct Session {
+  std::unique_ptr<rdmablk::initiator::Controller> ctrl;
+  std::unique_ptr<rdmablk::initiator::IoQueue> q;
+};
+inline Session session(const TargetProcess& m, const char* host) {
+  Session s;
+  s.ctrl = connect_or_fail(controller_options(m.io_port(), kSubnqn, host), m);
+  if (s.ctrl) s.q = io_queue_or_fail(*s.ctrl, 1);
+  if (!s.q) s.ctrl.reset();
+  return s;
+}
+
 inline int64_t unix_ms_now() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
       .count();
