@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
-"""Two rdmablk-target binaries on the same jobs, interleaved (A, B, A, B, ...): IOPS and the target's CPU time
-per I/O, medians over rounds and the ratio B/A. For changes on the target's data path (e.g. statistics).
+"""Two rdmablk-target binaries, or one binary under two listener settings, on the same jobs, interleaved
+(A, B, A, B, ...): IOPS and the target's CPU time per I/O, medians over rounds and the ratio B/A. For changes
+on the target's data path (e.g. statistics) and for listener choices (e.g. c2h_success).
 
 The target runs pinned to --target-cpu with a null namespace (the cost of the NVMe/TCP path and the core,
 not a device), `rdmablk bench` pinned to --client-cpu drives it over 127.0.0.1.
 
   bench/ab_target.py --a OLD/rdmablk-target --b build/target/rdmablk-target [--rounds 3] [--runtime 5]
+  bench/ab_target.py --a-listener c2h_success=off --b-listener c2h_success=auto --case "4k randread QD32"
 """
 import argparse
 import json
@@ -20,16 +22,16 @@ import benchlib  # noqa: E402
 
 NQN = "nqn.2024-11.io.rdmablk:ab"
 CASES = [("4k randread QD32", "randread", "4k", 32), ("4k randwrite QD32", "randwrite", "4k", 32),
-         ("4k randread QD1", "randread", "4k", 1)]
+         ("4k randread QD1", "randread", "4k", 1), ("128k read QD16", "read", "128k", 16)]
 
 
-def run(binary, cli, case, args, work):
+def run(binary, listener, cli, case, args, work):
     port = benchlib.free_port()
     cfg = os.path.join(work, "ab.yaml")
     # No control/metrics keys: an older binary would refuse them (a newer one opens its default socket, or
     # logs that it is taken and goes on).
     benchlib.write_target_config(cfg, port, NQN, [{"nsid": 1, "backend": "null", "size": "8GiB"}],
-                                 extra="reactors: 1\n")
+                                 extra="reactors: 1\n", listener=listener)
     log = os.path.join(work, "target.log")
     open(log, "w").close()
     try:
@@ -63,8 +65,13 @@ def run(binary, cli, case, args, work):
 def main():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     ap = argparse.ArgumentParser()
-    ap.add_argument("--a", required=True, help="baseline rdmablk-target")
-    ap.add_argument("--b", required=True, help="candidate rdmablk-target")
+    target = os.path.join(root, "build/target/rdmablk-target")
+    ap.add_argument("--a", default=target, help="baseline rdmablk-target (default: this build's)")
+    ap.add_argument("--b", default=target, help="candidate rdmablk-target (default: this build's)")
+    ap.add_argument("--a-listener", action="append", default=[], metavar="KEY=VALUE",
+                    help="a listener key for A's config (repeatable)")
+    ap.add_argument("--b-listener", action="append", default=[], metavar="KEY=VALUE",
+                    help="a listener key for B's config (repeatable)")
     ap.add_argument("--cli", default=os.path.join(root, "build/initiator/rdmablk"))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--runtime", type=int, default=5)
@@ -73,13 +80,19 @@ def main():
     ap.add_argument("--case", action="append", choices=[c[0] for c in CASES],
                     help="run only this case (repeatable; default: all)")
     args = ap.parse_args()
+    listeners = {}
+    for key in ("a", "b"):
+        pairs = getattr(args, f"{key}_listener")
+        if any("=" not in p for p in pairs):
+            ap.error(f"--{key}-listener takes KEY=VALUE")
+        listeners[key] = dict(p.split("=", 1) for p in pairs)
     with tempfile.TemporaryDirectory() as work:
         print(f"{'case':20} {'A kIOPS':>9} {'B kIOPS':>9} {'B/A':>6} {'A us/IO':>8} {'B us/IO':>8} {'B/A':>6}")
         for case in [c for c in CASES if not args.case or c[0] in args.case]:
             res = {"a": [], "b": []}
             for _ in range(args.rounds):
                 for key in ("a", "b"):
-                    res[key].append(run(getattr(args, key), args.cli, case, args, work))
+                    res[key].append(run(getattr(args, key), listeners[key], args.cli, case, args, work))
             a_iops = statistics.median(r[0] for r in res["a"])
             b_iops = statistics.median(r[0] for r in res["b"])
             a_cpu = statistics.median(r[1] for r in res["a"])
