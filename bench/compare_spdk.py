@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """rdmablk-target beside SPDK's nvmf_tgt over NVMe/TCP on 127.0.0.1, with the same clients against both:
 SPDK's spdk_nvme_perf and `rdmablk bench`. Each target runs alone, pinned to --target-cpu; the client is
-pinned to --client-cpu. Every round starts each target once (the order alternates from round to round)
-and runs every case with every client against it; the table gives medians over the rounds.
+pinned to --client-cpu. Every round runs each case on both targets back to back, a target start each (the
+order alternates from case to case and round to round), with every client; the table gives medians over
+the rounds and the median of the rounds' paired ratios.
 
   bench/compare_spdk.py --spdk /work/spdk-peer [--rounds 3] [--runtime 5] [--case 'null 4k randread QD32']
   bench/compare_spdk.py                     # no SPDK build: rdmablk alone, says so
@@ -228,7 +229,7 @@ def make_file(directory):
     return path
 
 
-def fmt_row(name, client, res):
+def fmt_row(name, client, res, paired):
     r, s = res.get("rdmablk"), res.get("SPDK")
     cells = [f"{name:24}", f"{client:15}"]
     if s is None:
@@ -237,7 +238,7 @@ def fmt_row(name, client, res):
     per_core = (r["iops"] / max(r["cpu"], 1e-3)) / (s["iops"] / max(s["cpu"], 1e-3))
     cells += [f"{s['iops'] / 1e3:8.1f}k", f"{r['iops'] / 1e3:8.1f}k", f"{r['iops'] / s['iops']:6.2f}",
               f"{100 * s['cpu']:4.0f}%", f"{100 * r['cpu']:4.0f}%", f"{per_core:6.2f}", f"{s['lat']:7.1f}",
-              f"{r['lat']:7.1f}", f"{r['lat'] / s['lat']:5.2f}"]
+              f"{r['lat']:7.1f}", f"{r['lat'] / s['lat']:5.2f}", f"{paired:6.2f}"]
     return " ".join(cells)
 
 
@@ -256,8 +257,25 @@ def parse_args():
                     help="rdmablk listener's c2h_success (auto: as the host's SQ flow control says)")
     ap.add_argument("--case", action="append", choices=[c[0] for c in CASES], help="only this case (repeatable)")
     ap.add_argument("--client", action="append", choices=CLIENTS, help="only this client (repeatable)")
+    ap.add_argument("--interleave", default="case", choices=["case", "round"],
+                    help="case: both targets run each case back to back (a start per case and target); "
+                         "round: each target runs every case in one start per round")
     ap.add_argument("--json", help="also write the medians and every sample here")
     return ap.parse_args()
+
+
+def run_target(args, t, rnd, cases, clients, work, samples):
+    """Starts target T, runs every case with every client against it, and stops it."""
+    t.start()
+    try:
+        for case in cases:
+            for client in clients:
+                s = run_client(args, t, client, case, work)
+                samples.setdefault((case[0], client, t.name), []).append(s)
+                benchlib.log(f"round {rnd + 1} {t.name:8} {case[0]:24} {client:15} "
+                             f"{s[0] / 1e3:8.1f}k IOPS {s[1]:8.1f} us  cpu {100 * s[2]:4.0f}%")
+    finally:
+        t.stop()
 
 
 def main():
@@ -279,20 +297,15 @@ def main():
     try:
         with tempfile.TemporaryDirectory() as work:
             for rnd in range(args.rounds):
-                targets = [Rdmablk(args, work, file_path)] + ([Spdk(args, work, file_path)] if have_spdk else [])
-                if rnd % 2 == 1:
-                    targets.reverse()
-                for t in targets:
-                    t.start()
-                    try:
-                        for case in cases:
-                            for client in clients:
-                                s = run_client(args, t, client, case, work)
-                                samples.setdefault((case[0], client, t.name), []).append(s)
-                                benchlib.log(f"round {rnd + 1} {t.name:8} {case[0]:24} {client:15} "
-                                             f"{s[0] / 1e3:8.1f}k IOPS {s[1]:8.1f} us  cpu {100 * s[2]:4.0f}%")
-                    finally:
-                        t.stop()
+                # By case (the default), both targets run a case back to back, so the machine's slow and fast
+                # minutes fall on both alike; by round, each target runs every case in one start.
+                groups = [[c] for c in cases] if args.interleave == "case" else [cases]
+                for i, group in enumerate(groups):
+                    targets = [Rdmablk(args, work, file_path)] + ([Spdk(args, work, file_path)] if have_spdk else [])
+                    if (rnd + i) % 2 == 1:
+                        targets.reverse()
+                    for t in targets:
+                        run_target(args, t, rnd, group, clients, work, samples)
                 for case in cases:
                     if case[1] == "file" and shutil.which("fio"):
                         local.setdefault(case[0], []).append(local_fio(args, file_path, case))
@@ -308,7 +321,7 @@ def report(args, cases, clients, have_spdk, samples, local):
           f"{args.client_cpu}; rdmablk c2h_success: {args.c2h_success}")
     if have_spdk:
         print(f"{'case':24} {'client':15} {'SPDK':>9} {'rdmablk':>9} {'ratio':>6} {'cpuS':>5} {'cpuR':>5} "
-              f"{'/core':>6} {'latS':>7} {'latR':>7} {'lat':>5}")
+              f"{'/core':>6} {'latS':>7} {'latR':>7} {'lat':>5} {'paired':>6}")
     else:
         print(f"{'case':24} {'client':15} {'rdmablk':>10} {'cpu':>6} {'lat us':>8}")
     medians = {}
@@ -321,8 +334,14 @@ def report(args, cases, clients, have_spdk, samples, local):
                     res[tname] = {"iops": statistics.median(g[0] for g in got),
                                   "lat": statistics.median(g[1] for g in got),
                                   "cpu": statistics.median(g[2] for g in got)}
+            r, sp = samples.get((case[0], client, "rdmablk"), []), samples.get((case[0], client, "SPDK"), [])
+            # The i-th samples of the two targets ran next to each other in time: their ratio cancels the
+            # machine's drift better than the ratio of the medians.
+            paired = statistics.median(a[0] / b[0] for a, b in zip(r, sp)) if r and sp else 0.0
+            if sp:
+                res["paired_ratio"] = paired
             medians[f"{case[0]} / {client}"] = res
-            print(fmt_row(case[0], client, res))
+            print(fmt_row(case[0], client, res, paired))
         if case[0] in local:
             iops = statistics.median(x[0] for x in local[case[0]])
             lat = statistics.median(x[1] for x in local[case[0]])
@@ -331,7 +350,7 @@ def report(args, cases, clients, have_spdk, samples, local):
             medians[f"{case[0]} / local fio"] = {"iops": iops, "lat": lat}
     if have_spdk:
         print("ratio = rdmablk / SPDK IOPS; /core = ratio of IOPS per busy target core; lat = rdmablk / SPDK mean "
-              "latency (us)")
+              "latency (us); paired = median of the rounds' rdmablk / SPDK IOPS")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"medians": medians,
