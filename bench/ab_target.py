@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""Two rdmablk-target binaries, or one binary under two listener settings, on the same jobs, interleaved
+"""Two rdmablk-target binaries, or one binary under two settings, on the same jobs, interleaved
 (A, B, A, B, ...): IOPS and the target's CPU time per I/O, medians over rounds and the ratio B/A. For changes
-on the target's data path (e.g. statistics) and for listener choices (e.g. c2h_success).
+on the target's data path (e.g. statistics) and for settings (listener keys such as c2h_success, top-level
+keys such as busy_poll_us).
 
 The target runs pinned to --target-cpu with a null namespace (the cost of the NVMe/TCP path and the core,
 not a device), `rdmablk bench` pinned to --client-cpu drives it over 127.0.0.1.
 
   bench/ab_target.py --a OLD/rdmablk-target --b build/target/rdmablk-target [--rounds 3] [--runtime 5]
   bench/ab_target.py --a-listener c2h_success=off --b-listener c2h_success=auto --case "4k randread QD32"
+  bench/ab_target.py --b-top busy_poll_us=0
 """
 import argparse
 import json
@@ -25,13 +27,14 @@ CASES = [("4k randread QD32", "randread", "4k", 32), ("4k randwrite QD32", "rand
          ("4k randread QD1", "randread", "4k", 1), ("128k read QD16", "read", "128k", 16)]
 
 
-def run(binary, listener, cli, case, args, work):
+def run(binary, settings, cli, case, args, work):
     port = benchlib.free_port()
     cfg = os.path.join(work, "ab.yaml")
     # No control/metrics keys: an older binary would refuse them (a newer one opens its default socket, or
     # logs that it is taken and goes on).
     benchlib.write_target_config(cfg, port, NQN, [{"nsid": 1, "backend": "null", "size": "8GiB"}],
-                                 extra="reactors: 1\n", listener=listener)
+                                 extra="reactors: 1\n" + "".join(f"{k}: {v}\n" for k, v in settings[1].items()),
+                                 listener=settings[0])
     log = os.path.join(work, "target.log")
     open(log, "w").close()
     try:
@@ -72,6 +75,10 @@ def main():
                     help="a listener key for A's config (repeatable)")
     ap.add_argument("--b-listener", action="append", default=[], metavar="KEY=VALUE",
                     help="a listener key for B's config (repeatable)")
+    ap.add_argument("--a-top", action="append", default=[], metavar="KEY=VALUE",
+                    help="a top-level key for A's config, e.g. busy_poll_us=0 (repeatable)")
+    ap.add_argument("--b-top", action="append", default=[], metavar="KEY=VALUE",
+                    help="a top-level key for B's config (repeatable)")
     ap.add_argument("--cli", default=os.path.join(root, "build/initiator/rdmablk"))
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--runtime", type=int, default=5)
@@ -80,19 +87,22 @@ def main():
     ap.add_argument("--case", action="append", choices=[c[0] for c in CASES],
                     help="run only this case (repeatable; default: all)")
     args = ap.parse_args()
-    listeners = {}
+    settings = {}  # "a"/"b" -> (listener keys, top-level keys)
     for key in ("a", "b"):
-        pairs = getattr(args, f"{key}_listener")
-        if any("=" not in p for p in pairs):
-            ap.error(f"--{key}-listener takes KEY=VALUE")
-        listeners[key] = dict(p.split("=", 1) for p in pairs)
+        got = []
+        for kind in ("listener", "top"):
+            pairs = getattr(args, f"{key}_{kind}")
+            if any("=" not in p for p in pairs):
+                ap.error(f"--{key}-{kind} takes KEY=VALUE")
+            got.append(dict(p.split("=", 1) for p in pairs))
+        settings[key] = tuple(got)
     with tempfile.TemporaryDirectory() as work:
         print(f"{'case':20} {'A kIOPS':>9} {'B kIOPS':>9} {'B/A':>6} {'A us/IO':>8} {'B us/IO':>8} {'B/A':>6}")
         for case in [c for c in CASES if not args.case or c[0] in args.case]:
             res = {"a": [], "b": []}
             for _ in range(args.rounds):
                 for key in ("a", "b"):
-                    res[key].append(run(getattr(args, key), listeners[key], args.cli, case, args, work))
+                    res[key].append(run(getattr(args, key), settings[key], args.cli, case, args, work))
             a_iops = statistics.median(r[0] for r in res["a"])
             b_iops = statistics.median(r[0] for r in res["b"])
             a_cpu = statistics.median(r[1] for r in res["a"])
