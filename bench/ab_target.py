@@ -33,8 +33,8 @@ def run(binary, settings, cli, case, args, work):
     # No control/metrics keys: an older binary would refuse them (a newer one opens its default socket, or
     # logs that it is taken and goes on).
     benchlib.write_target_config(cfg, port, NQN, [{"nsid": 1, "backend": "null", "size": "8GiB"}],
-                                 extra="reactors: 1\n" + "".join(f"{k}: {v}\n" for k, v in settings[1].items()),
-                                 listener=settings[0])
+                                 extra="reactors: 1\n" + "".join(f"{k}: {v}\n" for k, v in settings["top"].items()),
+                                 listener=settings["listener"])
     log = os.path.join(work, "target.log")
     open(log, "w").close()
     try:
@@ -87,15 +87,13 @@ def main():
     ap.add_argument("--case", action="append", choices=[c[0] for c in CASES],
                     help="run only this case (repeatable; default: all)")
     args = ap.parse_args()
-    settings = {}  # "a"/"b" -> (listener keys, top-level keys)
-    for key in ("a", "b"):
-        got = []
+    settings = {"a": {}, "b": {}}  # "a"/"b" -> {"listener": keys, "top": keys}
+    for key in settings:
         for kind in ("listener", "top"):
             pairs = getattr(args, f"{key}_{kind}")
             if any("=" not in p for p in pairs):
                 ap.error(f"--{key}-{kind} takes KEY=VALUE")
-            got.append(dict(p.split("=", 1) for p in pairs))
-        settings[key] = tuple(got)
+            settings[key][kind] = dict(p.split("=", 1) for p in pairs)
     with tempfile.TemporaryDirectory() as work:
         print(f"{'case':20} {'A kIOPS':>9} {'B kIOPS':>9} {'B/A':>6} {'A us/IO':>8} {'B us/IO':>8} {'B/A':>6}")
         for case in [c for c in CASES if not args.case or c[0] in args.case]:

@@ -229,7 +229,7 @@ def make_file(directory):
     return path
 
 
-def fmt_row(name, client, res, paired):
+def fmt_row(name, client, res):
     r, s = res.get("rdmablk"), res.get("SPDK")
     cells = [f"{name:24}", f"{client:15}"]
     if s is None:
@@ -238,7 +238,7 @@ def fmt_row(name, client, res, paired):
     per_core = (r["iops"] / max(r["cpu"], 1e-3)) / (s["iops"] / max(s["cpu"], 1e-3))
     cells += [f"{s['iops'] / 1e3:8.1f}k", f"{r['iops'] / 1e3:8.1f}k", f"{r['iops'] / s['iops']:6.2f}",
               f"{100 * s['cpu']:4.0f}%", f"{100 * r['cpu']:4.0f}%", f"{per_core:6.2f}", f"{s['lat']:7.1f}",
-              f"{r['lat']:7.1f}", f"{r['lat'] / s['lat']:5.2f}", f"{paired:6.2f}"]
+              f"{r['lat']:7.1f}", f"{r['lat'] / s['lat']:5.2f}", f"{res['paired_ratio']:6.2f}"]
     return " ".join(cells)
 
 
@@ -337,11 +337,10 @@ def report(args, cases, clients, have_spdk, samples, local):
             r, sp = samples.get((case[0], client, "rdmablk"), []), samples.get((case[0], client, "SPDK"), [])
             # The i-th samples of the two targets ran next to each other in time: their ratio cancels the
             # machine's drift better than the ratio of the medians.
-            paired = statistics.median(a[0] / b[0] for a, b in zip(r, sp)) if r and sp else 0.0
-            if sp:
-                res["paired_ratio"] = paired
+            if r and sp:
+                res["paired_ratio"] = statistics.median(a[0] / b[0] for a, b in zip(r, sp))
             medians[f"{case[0]} / {client}"] = res
-            print(fmt_row(case[0], client, res, paired))
+            print(fmt_row(case[0], client, res))
         if case[0] in local:
             iops = statistics.median(x[0] for x in local[case[0]])
             lat = statistics.median(x[1] for x in local[case[0]])
